@@ -1,0 +1,5 @@
+import sys
+
+from bias_harness.cli import main
+
+sys.exit(main())

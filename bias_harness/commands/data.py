@@ -1,0 +1,66 @@
+"""``bias-harness data build|list|push``: datasets built from the authors' raw files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("data", help="build, list and publish the datasets")
+    dsub = p.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+
+    b = dsub.add_parser("build", help="build NAME (or all) from raw files into BIAS_HARNESS_DATA_DIR")
+    b.add_argument("name", help="dataset name, or 'all'")
+    b.add_argument("--out", type=Path, default=None, help="output root (default: BIAS_HARNESS_DATA_DIR)")
+    b.set_defaults(func=_build)
+
+    ls = dsub.add_parser("list", help="list the datasets, their raw files and whether a local copy exists")
+    ls.set_defaults(func=_list)
+
+    push = dsub.add_parser("push", help="upload a built dataset (card + data) to the Hub")
+    push.add_argument("name")
+    push.add_argument("--repo-id", required=True, help="ORG/NAME on the Hub")
+    push.add_argument("--private", action="store_true")
+    push.add_argument("--dry-run", type=Path, nargs="?", const=Path("hub_upload"), default=None, metavar="DIR",
+                      help="write the exact folder that would be uploaded to DIR (default ./hub_upload) and upload nothing")
+    push.add_argument("--data-dir", type=Path, default=None)
+    push.set_defaults(func=_push)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from bias_harness.datasets_src.base import build_dataset
+    from bias_harness.datasets_src.registry import builders
+
+    names = list(builders()) if args.name == "all" else [args.name]
+    for name in names:
+        folder = build_dataset(name, args.out)
+        print(f"{name}: {folder}")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from bias_harness.datasets_src.registry import builders
+    from bias_harness.plugins.data import local_path
+
+    for name, cls in builders().items():
+        built = local_path(name)
+        state = f"built at {built}" if (built / "README.md").is_file() else "not built"
+        print(f"{name:16s} {cls.card.pretty_name} [{cls.card.license}] ({state})")
+        for raw in cls.raw_files.values():
+            print(f"    {raw.key}  <- {raw.repo}@{raw.commit[:12]}:{raw.path}")
+    return 0
+
+
+def _push(args: argparse.Namespace) -> int:
+    from bias_harness.datasets_src.publish import push_folder
+    from bias_harness.plugins.data import local_path
+
+    folder = local_path(args.name, args.data_dir)
+    if not (folder / "README.md").is_file():
+        print(f"error: no built copy of {args.name} at {folder}; run `bias-harness data build {args.name}` first", file=sys.stderr)
+        return 2
+    where = push_folder(folder, args.repo_id, private=args.private, dry_run_dir=args.dry_run)
+    print(where)
+    return 0

@@ -1,0 +1,22 @@
+"""``bias-harness report RUN_DIR [RUN_DIR ...] [--out DIR]``: Markdown + PNG report from lm-eval outputs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="write a Markdown report with plots from lm-eval results/samples")
+    p.add_argument("run_dirs", nargs="+", type=Path, help="folders given to lm-eval's --output_path")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default: <first RUN_DIR>/report)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from bias_harness.report import write_report
+
+    out = args.out or args.run_dirs[0] / "report"
+    path = write_report(args.run_dirs, out)
+    print(path)
+    return 0

@@ -1,0 +1,211 @@
+"""The builder contract shared by every dataset, and the one function that builds and saves them.
+
+A builder declares its raw files and its card, and turns the fetched files into one ``DatasetDict``
+per config (with explicit ``Features``). :func:`build_dataset` writes them as a Hub-ready folder::
+
+    <data_dir>/<name>/README.md                      dataset card (Hub YAML metadata + prose)
+    <data_dir>/<name>/<config>/<split>-00000-of-00001.parquet
+    <data_dir>/<name>/build_info.json                raw files used (sha256), versions
+
+The same folder is the local copy that tasks load (``load_dataset(folder, config)``) and exactly what
+``bias-harness data push`` uploads. Builds go to a temporary folder that replaces the old copy only
+when everything succeeded, so a failed build never leaves a half-built dataset behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import datasets
+
+from bias_harness import __version__, settings
+from bias_harness.datasets_src.raw import RawFile, fetch, sha256_of
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CardInfo:
+    """What the dataset card says besides what is computed from the data."""
+
+    pretty_name: str
+    license: str  # Hub license id, e.g. "mit", "cc-by-4.0", "other"
+    language: list[str]
+    task_categories: list[str]
+    summary: str  # one paragraph: what it is
+    citation: str  # BibTeX of the source paper
+    source: str  # where the raw files come from (repo, commit, license)
+    how_built: str  # what the builder does
+    known_gaps: str = ""  # from SOURCES.md: missing files, quirks
+    homepage: str = ""
+    tags: list[str] = field(default_factory=lambda: ["bias", "fairness"])
+    config_notes: dict[str, str] = field(default_factory=dict)  # config -> one-line description
+
+
+class DatasetBuilder:
+    """Subclass per dataset: set ``name``, ``raw_files``, ``card`` and implement :meth:`build`."""
+
+    name: ClassVar[str]
+    raw_files: ClassVar[dict[str, RawFile]] = {}
+    card: ClassVar[CardInfo]
+    default_config: ClassVar[str | None] = None
+
+    def build(self, files: dict[str, Path]) -> dict[str, datasets.DatasetDict]:
+        """Map logical raw-file names to local paths -> {config name: DatasetDict}."""
+        raise NotImplementedError
+
+    def fetch_all(self) -> dict[str, Path]:
+        return {key: fetch(raw) for key, raw in self.raw_files.items()}
+
+
+def _size_category(n: int) -> str:
+    for bound, label in [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")]:
+        if n < bound:
+            return label
+    return "1M<n<10M"
+
+
+def render_card(builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict]) -> str:
+    """The dataset card: Hub YAML metadata (license, language, configs, features, sizes) + prose sections."""
+    import yaml
+
+    card = builder.card
+    total = sum(len(ds) for dd in configs.values() for ds in dd.values())
+    meta = {
+        "pretty_name": card.pretty_name,
+        "license": card.license,
+        "language": card.language,
+        "task_categories": card.task_categories,
+        "tags": card.tags,
+        "size_categories": [_size_category(total)],
+        "configs": [
+            {
+                "config_name": cfg,
+                **({"default": True} if cfg == (builder.default_config or next(iter(configs))) else {}),
+                "data_files": [{"split": split, "path": f"{cfg}/{split}-*.parquet"} for split in dd],
+            }
+            for cfg, dd in configs.items()
+        ],
+        "dataset_info": [
+            {
+                "config_name": cfg,
+                "features": next(iter(dd.values())).features._to_yaml_list(),
+                "splits": [{"name": split, "num_examples": len(ds)} for split, ds in dd.items()],
+            }
+            for cfg, dd in configs.items()
+        ],
+    }
+    rows = "\n".join(
+        f"| `{cfg}` | {', '.join(f'{s} ({len(ds):,})' for s, ds in dd.items())} | {card.config_notes.get(cfg, '')} |"
+        for cfg, dd in configs.items()
+    )
+    fields = "\n".join(
+        f"- `{cfg}`: " + ", ".join(f"`{k}` ({_type_name(v)})" for k, v in next(iter(dd.values())).features.items())
+        for cfg, dd in configs.items()
+    )
+    raw = "\n".join(f"| `{r.key}` | {r.repo} @ `{r.commit[:12]}` | `{r.path}` | `{r.sha256[:16]}…` |" for r in builder.raw_files.values())
+    org = settings.hub_org()
+    body = f"""# {card.pretty_name}
+
+{card.summary}
+
+```python
+from datasets import load_dataset
+ds = load_dataset("{org}/{builder.name}", "{next(iter(configs))}")
+```
+
+Built by [bias-harness](https://github.com/bias-harness/bias-harness) `bias-harness data build {builder.name}`
+(version {__version__}); evaluate with `bias-harness eval --tasks <task>` (see the task READMEs).
+
+## Configs and splits
+
+| config | splits (rows) | contents |
+|---|---|---|
+{rows}
+
+## Fields
+
+{fields}
+
+## Source
+
+{card.source}
+
+| raw file | upstream | path | sha256 |
+|---|---|---|---|
+{raw}
+
+## How it was built
+
+{card.how_built}
+
+## Known gaps and caveats
+
+{card.known_gaps or "None known."}
+
+## Citation
+
+```bibtex
+{card.citation.strip()}
+```
+"""
+    return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n" + body
+
+
+def _type_name(feature) -> str:
+    if isinstance(feature, datasets.Value):
+        return feature.dtype
+    if isinstance(feature, datasets.ClassLabel):
+        return "class: " + "/".join(feature.names)
+    if isinstance(feature, (datasets.Sequence, datasets.List)) if hasattr(datasets, "List") else isinstance(feature, datasets.Sequence):
+        return "list"
+    if isinstance(feature, dict):
+        return "struct"
+    return type(feature).__name__
+
+
+def build_dataset(name: str, out_root: Path | None = None) -> Path:
+    """Build dataset ``name`` from its raw files into ``out_root/name`` (default: the data dir) and return that folder."""
+    from bias_harness.datasets_src.registry import get_builder
+
+    builder = get_builder(name)
+    out_root = Path(out_root or settings.data_dir())
+    out_root.mkdir(parents=True, exist_ok=True)
+    final = out_root / name
+    tmp = Path(tempfile.mkdtemp(dir=out_root, prefix=f".{name}.building-"))
+    try:
+        files = builder.fetch_all()
+        configs = builder.build(files)
+        for cfg, dd in configs.items():
+            for split, ds in dd.items():
+                if len(ds) == 0:
+                    raise ValueError(f"{name}: config '{cfg}' split '{split}' is empty")
+                (tmp / cfg).mkdir(parents=True, exist_ok=True)
+                ds.to_parquet(str(tmp / cfg / f"{split}-00000-of-00001.parquet"))
+        (tmp / "README.md").write_text(render_card(builder, configs), encoding="utf-8")
+        info = {
+            "dataset": name,
+            "bias_harness_version": __version__,
+            "raw_files": {k: {"key": builder.raw_files[k].key, "sha256": sha256_of(p)} for k, p in files.items()},
+            "configs": {cfg: {split: len(ds) for split, ds in dd.items()} for cfg, dd in configs.items()},
+        }
+        (tmp / "build_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        if final.exists():
+            old = out_root / f".{name}.old-{os.getpid()}"
+            final.rename(old)
+            tmp.rename(final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    log.info("built %s -> %s", name, final)
+    return final

@@ -1,0 +1,47 @@
+"""Test environment: offline, raw data from ../shared/data, a private data dir per session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("BIAS_HARNESS_TEST_RAW_DIR", REPO.parent / "shared" / "data"))
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ["BIAS_HARNESS_RAW_DIR"] = str(SHARED_DATA)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: uses the packaged SmolLM2 model (minutes on CPU)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    base = tmp_path_factory.mktemp("bh")
+    os.environ["BIAS_HARNESS_DATA_DIR"] = str(base / "datasets")
+    os.environ["BIAS_HARNESS_CACHE_DIR"] = str(base / "cache")
+    os.environ["LM_HARNESS_CACHE_PATH"] = str(base / "lm_cache")
+
+
+@pytest.fixture(scope="session")
+def tiny_causal_lm(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A random 2-layer GPT-2 with a word-level tokenizer and a ChatML chat template, saved as an HF folder."""
+    from tests.helpers import build_tiny_causal_lm
+
+    return str(build_tiny_causal_lm(tmp_path_factory.mktemp("tiny_lm")))
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> str:
+    """The packaged SmolLM2-135M-Instruct converted to an HF folder (slow tests only)."""
+    from bias_harness.models import prepare_model
+
+    try:
+        return str(prepare_model("smollm2"))
+    except ImportError as err:  # the package is installed by scripts/setup.sh
+        pytest.skip(f"SmolLM2 package not installed: {err}")

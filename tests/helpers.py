@@ -1,0 +1,73 @@
+"""Shared test helpers: a tiny random causal LM and scripted fake lm-eval models."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+WORDS = (
+    "1 2 yes no Yes No A B the a is who right you must select or answer and of to in that it for on with as "
+    "male female man woman married wants thinks says name stereotype unrelated . , ? ! : ) ( \n"
+).split(" ")
+
+
+def build_tiny_causal_lm(folder: Path, seed: int = 0) -> Path:
+    """Random 2-layer GPT-2 (~100k params) with a WordLevel tokenizer (whitespace + punctuation split)."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    torch.manual_seed(seed)
+    specials = ["<unk>", "<pad>", "<|im_start|>", "<|im_end|>", "<|endoftext|>"]
+    vocab = {tok: i for i, tok in enumerate(specials + sorted({w for w in WORDS if w}))}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", eos_token="<|im_end|>", bos_token="<|endoftext|>"
+    )
+    fast.chat_template = CHATML
+    config = GPT2Config(vocab_size=len(vocab), n_positions=1024, n_embd=32, n_layer=2, n_head=2,
+                        bos_token_id=vocab["<|endoftext|>"], eos_token_id=vocab["<|im_end|>"], pad_token_id=vocab["<pad>"])
+    model = GPT2LMHeadModel(config)
+    model.generation_config.pad_token_id = vocab["<pad>"]
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def scripted_lm(answer: Callable[[str], str] | None = None, loglik: Callable[[str, str], float] | None = None):
+    """An lm-eval ``LM`` whose outputs come from Python functions of the prompt (context, continuation).
+
+    ``calls`` records (request type, number of requests) per call, to check batching.
+    """
+    from lm_eval.api.model import LM
+
+    class ScriptedLM(LM):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[tuple[str, int]] = []
+            self.prompts: list[str] = []
+
+        def generate_until(self, requests, disable_tqdm: bool = False):
+            self.calls.append(("generate_until", len(requests)))
+            out = []
+            for r in requests:
+                ctx = r.args[0]
+                self.prompts.append(ctx)
+                out.append(answer(ctx) if answer else "")
+            return out
+
+        def loglikelihood(self, requests, disable_tqdm: bool = False):
+            self.calls.append(("loglikelihood", len(requests)))
+            return [(loglik(*r.args) if loglik else 0.0, False) for r in requests]
+
+        def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
+            self.calls.append(("loglikelihood_rolling", len(requests)))
+            return [loglik(r.args[0], "") if loglik else 0.0 for r in requests]
+
+    return ScriptedLM()
