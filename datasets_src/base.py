@@ -164,18 +164,22 @@ def _type_name(feature) -> str:
         return feature.dtype
     if isinstance(feature, datasets.ClassLabel):
         return "class: " + "/".join(feature.names)
-    if isinstance(feature, (datasets.Sequence, datasets.List)) if hasattr(datasets, "List") else isinstance(feature, datasets.Sequence):
+    if isinstance(feature, (datasets.Sequence, datasets.List, list)):
         return "list"
     if isinstance(feature, dict):
         return "struct"
     return type(feature).__name__
 
 
-def build_dataset(name: str, out_root: Path | None = None) -> Path:
-    """Build dataset ``name`` from its raw files into ``out_root/name`` (default: the data dir) and return that folder."""
+def build_dataset(name: str | DatasetBuilder, out_root: Path | None = None) -> Path:
+    """Build dataset ``name`` (or a builder instance) from its raw files into ``out_root/<name>`` and return that folder.
+
+    ``out_root`` defaults to the data dir (``BIAS_HARNESS_DATA_DIR``).
+    """
     from bias_harness.datasets_src.registry import get_builder
 
-    builder = get_builder(name)
+    builder = name if isinstance(name, DatasetBuilder) else get_builder(name)
+    name = builder.name
     out_root = Path(out_root or settings.data_dir())
     out_root.mkdir(parents=True, exist_ok=True)
     final = out_root / name
