@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -53,28 +54,47 @@ class Run:
         return None
 
 
+def _result_files(run_dirs: tuple[str | Path, ...]) -> list[Path]:
+    files = sorted((p for d in run_dirs for p in Path(d).rglob("results_*.json")), key=lambda p: (p.name, str(p)))
+    if not files:
+        raise FileNotFoundError(f"no lm-eval results_*.json under {', '.join(map(str, run_dirs))}: run with --output_path")
+    return files
+
+
+def _model_label(cfg: dict[str, Any]) -> str:
+    return f"{cfg.get('model', '?')} ({cfg.get('model_args', '')})"
+
+
+def _add_results(run: Run, path: Path, data: dict[str, Any]) -> None:
+    run.sources.append(path)
+    stamp = path.stem.removeprefix("results_")
+    cfg = data.get("config", {})
+    for task, res in data.get("results", {}).items():
+        run.results[task] = res
+        run.model[task] = _model_label(cfg)
+        run.limit[task] = cfg.get("limit")
+        sample = path.parent / f"samples_{task}_{stamp}.jsonl"
+        if sample.is_file():
+            run.sample_files[task] = sample
+    run.configs.update(data.get("configs", {}))
+    run.n_samples.update(data.get("n-samples", {}))
+
+
 def load_run(*run_dirs: str | Path) -> Run:
     """Merge every ``results_*.json`` (newest last wins) and ``samples_*.jsonl`` under the given folders."""
     run = Run()
-    files = sorted((p for d in run_dirs for p in Path(d).rglob("results_*.json")), key=lambda p: p.name)
-    if not files:
-        raise FileNotFoundError(f"no lm-eval results_*.json under {', '.join(map(str, run_dirs))}: run with --output_path")
-    for path in files:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        run.sources.append(path)
-        stamp = path.stem.removeprefix("results_")
-        cfg = data.get("config", {})
-        model = f"{cfg.get('model', '?')} ({cfg.get('model_args', '')})"
-        for task, res in data.get("results", {}).items():
-            run.results[task] = res
-            run.model[task] = model
-            run.limit[task] = cfg.get("limit")
-            sample = path.parent / f"samples_{task}_{stamp}.jsonl"
-            if sample.is_file():
-                run.sample_files[task] = sample
-        run.configs.update(data.get("configs", {}))
-        run.n_samples.update(data.get("n-samples", {}))
+    for path in _result_files(run_dirs):
+        _add_results(run, path, json.loads(path.read_text(encoding="utf-8")))
     return run
+
+
+def load_runs(*run_dirs: str | Path) -> dict[str, Run]:
+    """Like :func:`load_run`, but one :class:`Run` per model (model + model_args), in first-seen order."""
+    runs: dict[str, Run] = {}
+    for path in _result_files(run_dirs):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        _add_results(runs.setdefault(_model_label(data.get("config", {})), Run()), path, data)
+    return runs
 
 
 def sections() -> list[ModuleType]:
@@ -95,35 +115,66 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")[:60] or "model"
+
+
+def _nest(markdown: str, title: str, subdir: str | None) -> str:
+    """A section's Markdown under a per-model heading: drop its own title, demote headings, fix image links."""
+    lines = markdown.rstrip().splitlines()
+    if lines and lines[0].lstrip("#").strip() == title:
+        lines = lines[1:]
+    out = []
+    for line in lines:
+        if line.startswith("#"):
+            line = "#" + line
+        if subdir:
+            line = re.sub(r"(!\[[^\]]*\]\()(?![a-z]+://|/)([^)]+\))", rf"\g<1>{subdir}/\g<2>", line)
+        out.append(line)
+    return "\n".join(out)
+
+
 def write_report(run_dirs: list[str | Path], out_dir: str | Path) -> Path:
-    run = load_run(*run_dirs)
+    """Write ``out_dir/README.md`` (+ plots): one section per work; with several models, one sub-section each."""
+    runs = load_runs(*run_dirs)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     parts = ["# bias-harness report", ""]
-    parts.append("Runs: " + ", ".join(f"`{p}`" for p in run.sources))
+    parts.append("Runs: " + ", ".join(f"`{p}`" for r in runs.values() for p in r.sources))
     parts.append("")
-    models = sorted(set(run.model.values()))
-    parts.append("Models: " + "; ".join(f"`{m}`" for m in models))
-    limits = {t: lim for t, lim in run.limit.items() if lim}
+    parts.append("Models: " + "; ".join(f"`{m}`" for m in runs))
+    limits = {(m, t): lim for m, r in runs.items() for t, lim in r.limit.items() if lim}
     if limits:
         parts.append("")
-        parts.append("**Subset runs** (`--limit`): " + ", ".join(f"{t}: first {lim} docs" for t, lim in sorted(limits.items())))
+        parts.append("**Subset runs** (`--limit`, first N documents of each task): "
+                     + ", ".join(f"{t}: {lim}" + (f" ({m})" if len(runs) > 1 else "") for (m, t), lim in sorted(limits.items())))
     parts.append("")
-    covered: set[str] = set()
+    covered: dict[str, set[str]] = {m: set() for m in runs}
     for section in sections():
-        tasks = [t for t in run.tasks() if section.matches(t)]
-        if not tasks:
+        present = {m: [t for t in r.tasks() if section.matches(t)] for m, r in runs.items()}
+        present = {m: ts for m, ts in present.items() if ts}
+        if not present:
             continue
-        covered.update(tasks)
-        parts.append(section.render(run, out).rstrip() + "\n")
-    rest = [t for t in run.tasks() if t not in covered]
+        if len(runs) == 1:
+            (model, tasks), = present.items()
+            covered[model].update(tasks)
+            parts.append(section.render(runs[model], out).rstrip() + "\n")
+            continue
+        parts.append(f"## {section.TITLE}\n")
+        for model, tasks in present.items():
+            covered[model].update(tasks)
+            sub = _slug(model)
+            (out / sub).mkdir(exist_ok=True)
+            parts.append(f"### {model}\n")
+            parts.append(_nest(section.render(runs[model], out / sub), section.TITLE, sub) + "\n")
+    rest = [(m, t) for m, r in runs.items() for t in r.tasks() if t not in covered[m]]
     if rest:
         parts.append("## Other tasks\n")
-        parts.append("| task | metric | value |\n|---|---|---|")
-        for t in rest:
-            for k, v in run.results[t].items():
+        parts.append("| model | task | metric | value |\n|---|---|---|---|")
+        for m, t in rest:
+            for k, v in runs[m].results[t].items():
                 if k != "alias" and not k.endswith("_stderr"):
-                    parts.append(f"| {t} | {k} | {fmt(v)} |")
+                    parts.append(f"| {m} | {t} | {k} | {fmt(v)} |")
     path = out / "README.md"
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
     return path
