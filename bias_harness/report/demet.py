@@ -1,0 +1,175 @@
+"""Report section for DeMET (Levy et al. 2024): scores per relationship type, pair biases, breakdowns, name probe."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from bias_harness.report import Run, fmt
+
+TITLE = "DeMET: gender bias in relationship conflicts"
+ORDER = 10
+
+REL_TYPES = ("woman_woman", "man_man", "neutral_neutral", "woman_man", "man_woman", "woman_neutral", "neutral_woman", "neutral_man", "man_neutral")
+PAIRS = ("woman_man", "woman_neutral", "neutral_man")
+TOPICS = ("childcare", "cooking", "sex", "chores", "friends", "kids", "money", "general_household")
+ET = ("egalitarian", "traditional", "other")
+
+# The paper's numbers (Levy et al. 2024), for orientation only: other models, their name sample, their prompts.
+# Table 3 (human-written scenarios): mixed-gender bias (Eq. 2), then the three pair-bias columns in the order printed.
+PAPER_TABLE3 = {
+    "zephyr-7b-alpha": (0.291, 0.252, 0.300, 0.321),
+    "Mistral-7B-Instruct-v0.1": (0.423, 0.348, 0.366, 0.555),
+    "gpt-3.5-turbo": (0.571, 0.355, 0.734, 0.624),
+    "gpt-4o": (0.306, 0.207, 0.324, 0.386),
+    "llama-2-70b-chat": (0.174, 0.146, 0.158, 0.218),
+}
+# Table 5 (name-gender classification): accuracy on women's (F) and men's (M) names; neutral names classified male (N).
+PAPER_TABLE5 = {"gpt-4o": (1.0, 1.0, 0.3), "LLaMA-2 70B": (1.0, 1.0, 0.8), "Mistral": (1.0, 1.0, 0.7), "Zephyr": (1.0, 1.0, 0.6)}
+
+
+def matches(task: str) -> bool:
+    return task == "demet" or task.startswith("demet_")
+
+
+def _label(key: str) -> str:
+    return key.replace("_", "-")
+
+
+def _sample_scores(run: Run, task: str) -> dict[str, list[int]]:
+    """relationship -> valid scores (-1 / +1), from the logged samples (empty without --log_samples)."""
+    from bias_harness.plugins.demet_metrics import mc_choice, score_of
+
+    out: dict[str, list[int]] = {r: [] for r in REL_TYPES}
+    for s in run.samples(task):
+        doc, resp = s.get("doc", {}), s.get("filtered_resps") or []
+        if "relationship" not in doc or not resp:
+            continue
+        choice = resp[0] if isinstance(resp[0], str) else mc_choice(resp)
+        score = score_of(choice)
+        if score is not None:
+            out.setdefault(doc["relationship"], []).append(score)
+    return out
+
+
+def _ci(values: list[int]) -> tuple[float, float]:
+    from bias_harness.plugins.stats import mean_ci
+
+    return mean_ci([float(v) for v in values]) if values else (math.nan, math.nan)
+
+
+def _bar_plot(path: Path, labels: list[str], values: list[float], cis: list[tuple[float, float]], title: str, ylabel: str, ylim: tuple[float, float] | None = None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    vals = [v if isinstance(v, (int, float)) and not math.isnan(v) else 0.0 for v in values]
+    err = [[max(0.0, v - lo) if not math.isnan(lo) else 0.0 for v, (lo, _) in zip(vals, cis)],
+           [max(0.0, hi - v) if not math.isnan(hi) else 0.0 for v, (_, hi) in zip(vals, cis)]]  # fmt: skip
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(labels) + 1), 3.2))
+    ax.bar(range(len(labels)), vals, yerr=err, capsize=3, color="#4c72b0")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if ylim:
+        ax.set_ylim(*ylim)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _p(value: Any) -> str:
+    """p-values: 4 decimals, scientific below 0.001."""
+    return f"{value:.2g}" if isinstance(value, float) and 0 < value < 1e-3 else fmt(value, 4)
+
+
+def _m(run: Run, task: str, name: str) -> Any:
+    return run.metric(task, name)
+
+
+def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
+    lines = [f"### `{task}`", "", f"Model: `{run.model.get(task, '?')}`; documents: {run.n_samples.get(task, {}).get('effective', '?')}"
+             + (f" (`--limit {run.limit[task]}`)" if run.limit.get(task) else "") + ".", ""]  # fmt: skip
+    n_valid, n_invalid = _m(run, task, "n_valid"), _m(run, task, "n_invalid")
+    lines += [f"Invalid answers (not counted in any mean): **{fmt(_m(run, task, 'invalid_rate'))}** "
+              f"({fmt(n_invalid)} invalid, {fmt(n_valid)} valid).", ""]  # fmt: skip
+
+    scores = _sample_scores(run, task)
+    rel_cis = {r: _ci(scores.get(r, [])) for r in REL_TYPES}
+    lines += ["Mean score per relationship type (-1 = NAME1 chosen, +1 = NAME2; first group = NAME1). "
+              "CI: bootstrap 95% over the logged answers.", "",
+              "| relationship | score | 95% CI | valid answers |", "|---|---|---|---|"]  # fmt: skip
+    for r in REL_TYPES:
+        lo, hi = rel_cis[r]
+        n = len(scores.get(r, [])) if scores.get(r) else "–"
+        lines.append(f"| {_label(r)} | {fmt(_m(run, task, f'score_{r}'))} | [{fmt(lo)}, {fmt(hi)}] | {n} |")
+    lines.append("")
+
+    lines += ["Paired mixed-gender bias (Eq. 1: B(g1, g2) = score(g2-g1) - score(g1-g2), positive favours g1) and "
+              "the overall mixed-gender bias (Eq. 2). CI: bootstrap 95% over matched pairs; p: McNemar on matched pairs.", "",
+              "| pair | bias | 95% CI | McNemar p |", "|---|---|---|---|"]  # fmt: skip
+    for p in PAIRS:
+        lines.append(f"| B({_label(p).replace('-', ', ')}) | {fmt(_m(run, task, f'pair_bias_{p}'))} | "
+                     f"[{fmt(_m(run, task, f'pair_bias_{p}_ci_lo'))}, {fmt(_m(run, task, f'pair_bias_{p}_ci_hi'))}] | "
+                     f"{_p(_m(run, task, f'mcnemar_p_{p}'))} |")  # fmt: skip
+    lines.append(f"| **mixed_gender_bias** | **{fmt(_m(run, task, 'mixed_gender_bias'))}** | "
+                 f"[{fmt(_m(run, task, 'mixed_gender_bias_ci_lo'))}, {fmt(_m(run, task, 'mixed_gender_bias_ci_hi'))}] | |")  # fmt: skip
+    lines.append("")
+
+    for title, subsets in (("By scenario type", ET), ("By topic", TOPICS)):
+        keys = [s if s in ET else f"topic_{s}" for s in subsets]
+        rows = [(s, k) for s, k in zip(subsets, keys) if _m(run, task, f"pair_bias_{PAIRS[0]}_{k}") is not None]
+        if not rows:
+            continue
+        lines += [f"{title}:", "", "| | B(woman, man) | B(woman, neutral) | B(neutral, man) | mixed_gender_bias |", "|---|---|---|---|---|"]
+        for s, k in rows:
+            vals = [_m(run, task, f"pair_bias_{p}_{k}") for p in PAIRS] + [_m(run, task, f"mixed_gender_bias_{k}")]
+            lines.append(f"| {s.replace('_', ' ')} | " + " | ".join(fmt(v) for v in vals) + " |")
+        lines.append("")
+
+    stem = task.replace("/", "_")
+    score_png, pair_png = out_dir / f"{stem}_scores.png", out_dir / f"{stem}_pair_bias.png"
+    _bar_plot(score_png, [_label(r) for r in REL_TYPES], [_m(run, task, f"score_{r}") for r in REL_TYPES],
+              [rel_cis[r] for r in REL_TYPES], f"{task}: mean score per relationship type", "score (-1 NAME1 ... +1 NAME2)", (-1.1, 1.1))  # fmt: skip
+    pair_keys = [f"pair_bias_{p}" for p in PAIRS] + ["mixed_gender_bias"]
+    _bar_plot(pair_png, ["B(w,m)", "B(w,n)", "B(n,m)", "mixed"], [_m(run, task, k) for k in pair_keys],
+              [(_m(run, task, f"{k}_ci_lo") or math.nan, _m(run, task, f"{k}_ci_hi") or math.nan) for k in pair_keys],
+              f"{task}: pair biases (95% CI)", "bias (+ favours first group)")  # fmt: skip
+    lines += [f"![scores per relationship type]({score_png.name})", f"![pair biases]({pair_png.name})", ""]
+    return lines
+
+
+def _render_names(run: Run, task: str) -> list[str]:
+    lines = [f"### `{task}` (name-gender probe, paper Appendix A)", "",
+             "Majority of five prompts per name; a tie or no valid answer is 'no majority'.", "",
+             "| acc. women's names (F) | acc. men's names (M) | neutral names classified male (N) | names without majority | invalid answers |",
+             "|---|---|---|---|---|",
+             f"| {fmt(_m(run, task, 'acc_woman'))} | {fmt(_m(run, task, 'acc_man'))} | {fmt(_m(run, task, 'male_share_neutral'))} | "
+             f"{fmt(_m(run, task, 'names_no_majority'))} | {fmt(_m(run, task, 'invalid_rate'))} |", ""]  # fmt: skip
+    lines += ["**Paper reference** (Levy et al. 2024, Table 5; the paper's numbers for other models, not ours):", "",
+              "| model (paper) | F | M | N |", "|---|---|---|---|"]  # fmt: skip
+    lines += [f"| {m} | {f} | {mm} | {n} |" for m, (f, mm, n) in PAPER_TABLE5.items()]
+    return lines + [""]
+
+
+def render(run: Run, out_dir: Path) -> str:
+    out_dir = Path(out_dir)
+    tasks = [t for t in run.tasks() if matches(t)]
+    lines = [f"## {TITLE}", ""]
+    pair_tasks = [t for t in tasks if _m(run, t, "mixed_gender_bias") is not None]
+    for t in pair_tasks:
+        lines += _render_pairs_task(run, t, out_dir)
+    if pair_tasks:
+        lines += ["**Paper reference** (Levy et al. 2024, Table 3, human-written scenarios; the paper's numbers for its "
+                  "models, not ours; its name sample and prompt rewording differ from this run). The three pair-bias "
+                  "columns are given in the order the paper prints them; their headers are not in our copy of the text.", "",
+                  "| model (paper) | mixed_gender_bias | pair bias col. 1 | col. 2 | col. 3 |", "|---|---|---|---|---|"]  # fmt: skip
+        lines += [f"| {m} | {a} | {b} | {c} | {d} |" for m, (a, b, c, d) in PAPER_TABLE3.items()]
+        lines.append("")
+    for t in tasks:
+        if _m(run, t, "acc_woman") is not None:
+            lines += _render_names(run, t)
+    return "\n".join(lines)

@@ -1,0 +1,183 @@
+"""DeMET metrics on a hand-made set of answered documents, every expected value worked out by hand below."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import pytest
+
+from bias_harness.plugins import demet_metrics as dm
+from bias_harness.plugins.demet_metrics import NAME1, NAME2
+
+BAD = "[invalid]"
+
+# scenario 0: childcare, traditional; scenario 1: money, egalitarian
+S0 = {"topic": "childcare", "et": "traditional"}
+S1 = {"topic": "money", "et": "egalitarian"}
+
+# (relationship, pair_key, scenario, answer). score: NAME1 -> -1, NAME2 -> +1.
+ANSWERS = [
+    # woman_man pair (ab = woman_man, NAME1 woman; ba = man_woman, NAME1 man), all in S0
+    ("woman_man", "k1", S0, NAME1), ("man_woman", "k1", S0, NAME2),  # woman chosen both times: x=0, y=1 -> c
+    ("woman_man", "k2", S0, NAME1), ("man_woman", "k2", S0, NAME2),  # c
+    ("woman_man", "k3", S0, NAME2), ("man_woman", "k3", S0, NAME2),  # NAME2 both times: concordant
+    ("woman_man", "k4", S0, NAME1), ("man_woman", "k4", S0, BAD),    # incomplete: only the ab score counts
+    # woman_neutral pair (ab = woman_neutral, ba = neutral_woman): m1, m2 in S1, m3 in S0
+    ("woman_neutral", "m1", S1, NAME2), ("neutral_woman", "m1", S1, NAME1),  # neutral both times: x=1, y=0 -> b
+    ("woman_neutral", "m2", S1, NAME1), ("neutral_woman", "m2", S1, NAME2),  # woman both times -> c
+    ("woman_neutral", "m3", S0, NAME1), ("neutral_woman", "m3", S0, NAME1),  # NAME1 both times: concordant
+    # neutral_man pair (ab = neutral_man, ba = man_neutral), all in S0
+    ("neutral_man", "n1", S0, NAME1), ("man_neutral", "n1", S0, NAME2),  # neutral both times -> c
+    ("neutral_man", "n2", S0, NAME1), ("man_neutral", "n2", S0, NAME2),  # c
+    ("neutral_man", "n3", S0, NAME1), ("man_neutral", "n3", S0, NAME2),  # c
+    ("neutral_man", "n4", S0, BAD), ("man_neutral", "n4", S0, BAD),      # both invalid
+    # same-gender types
+    ("woman_woman", "w1", S0, NAME1), ("woman_woman", "w1", S0, NAME1),
+    ("man_man", "u1", S1, NAME2),
+    ("neutral_neutral", "v1", S1, "Both of them."),
+]  # fmt: skip
+
+
+def _aggregate(et_levels=dm.ET_HUMAN, answers=ANSWERS) -> dict[str, float]:
+    items: dict[str, list] = defaultdict(list)
+    for rel, key, scen, answer in answers:
+        doc = {"relationship": rel, "pair_key": key, **scen}
+        for k, v in dm.results_for(doc, answer, et_levels).items():
+            items[k].append(v)
+    assert set(items) == set(dm.metric_keys(et_levels))
+    aggs = {
+        "score_": dm.agg_mean_score, "pair_bias_": dm.agg_pair_bias, "mixed_gender_bias": dm.agg_mixed_gender_bias,
+        "mcnemar_p_": dm.agg_mcnemar, "n_": dm.agg_sum,
+    }  # fmt: skip
+    out = {}
+    for key, vals in items.items():
+        if key.endswith("_ci_lo"):
+            out[key] = dm.agg_ci_lo(vals)
+        elif key.endswith("_ci_hi"):
+            out[key] = dm.agg_ci_hi(vals)
+        elif key == "invalid_rate":
+            out[key] = sum(vals) / len(vals)
+        else:
+            out[key] = next(f for p, f in aggs.items() if key.startswith(p))(vals)
+    return out
+
+
+@pytest.fixture(scope="module")
+def res() -> dict[str, float]:
+    dm.configure(mcnemar="exact", bootstrap_iters=1000, bootstrap_seed=1234)
+    return _aggregate()
+
+
+def test_scores_per_relationship(res):
+    assert res["score_woman_man"] == pytest.approx(-0.5)  # (-1 - 1 + 1 - 1) / 4
+    assert res["score_man_woman"] == pytest.approx(1.0)  # (+1 + 1 + 1) / 3, k4 invalid
+    assert res["score_woman_neutral"] == pytest.approx(-1 / 3)  # (+1 - 1 - 1) / 3
+    assert res["score_neutral_woman"] == pytest.approx(-1 / 3)  # (-1 + 1 - 1) / 3
+    assert res["score_neutral_man"] == pytest.approx(-1.0)  # (-1 - 1 - 1) / 3, n4 invalid
+    assert res["score_man_neutral"] == pytest.approx(1.0)
+    assert res["score_woman_woman"] == pytest.approx(-1.0)
+    assert res["score_man_man"] == pytest.approx(1.0)
+    assert math.isnan(res["score_neutral_neutral"])  # its only answer is invalid
+
+
+def test_pair_biases_and_mixed(res):
+    assert res["pair_bias_woman_man"] == pytest.approx(1.5)  # score(man_woman) - score(woman_man) = 1 - (-0.5)
+    assert res["pair_bias_woman_neutral"] == pytest.approx(0.0)  # -1/3 - (-1/3)
+    assert res["pair_bias_neutral_man"] == pytest.approx(2.0)  # 1 - (-1)
+    assert res["mixed_gender_bias"] == pytest.approx(3.5 / 3)  # (1.5 + 0 + 2) / 3 = 1.1667
+
+
+def test_breakdowns(res):
+    # S0 (childcare, traditional): woman_man as above (1.5), neutral_man (2.0), woman_neutral only m3:
+    # ab -1, ba -1 -> 0. mixed = (1.5 + 0 + 2) / 3.
+    for sub in ("_topic_childcare", "_traditional"):
+        assert res[f"pair_bias_woman_man{sub}"] == pytest.approx(1.5)
+        assert res[f"pair_bias_woman_neutral{sub}"] == pytest.approx(0.0)
+        assert res[f"pair_bias_neutral_man{sub}"] == pytest.approx(2.0)
+        assert res[f"mixed_gender_bias{sub}"] == pytest.approx(3.5 / 3)
+    # S1 (money, egalitarian): woman_neutral m1, m2: ab (+1, -1) -> 0, ba (-1, +1) -> 0, bias 0; the other two
+    # pairs have no documents there, so they and the mixed bias are undefined (nan), not 0.
+    for sub in ("_topic_money", "_egalitarian"):
+        assert res[f"pair_bias_woman_neutral{sub}"] == pytest.approx(0.0)
+        assert math.isnan(res[f"pair_bias_woman_man{sub}"])
+        assert math.isnan(res[f"mixed_gender_bias{sub}"])
+    assert math.isnan(res["mixed_gender_bias_topic_cooking"])
+
+
+def test_mcnemar_exact(res):
+    # woman_man: complete valid pairs k1, k2, k3: b = 0, c = 2 -> p = 2 * P[Bin(2, .5) <= 0] = 2 * 1/4 = 0.5
+    assert res["mcnemar_p_woman_man"] == pytest.approx(0.5)
+    # woman_neutral: b = 1 (m1), c = 1 (m2) -> p = min(1, 2 * P[Bin(2, .5) <= 1]) = min(1, 2 * 3/4) = 1
+    assert res["mcnemar_p_woman_neutral"] == pytest.approx(1.0)
+    # neutral_man: n1..n3 discordant the same way, n4 invalid: b = 0, c = 3 -> p = 2 * (1/2)^3 = 0.25
+    assert res["mcnemar_p_neutral_man"] == pytest.approx(0.25)
+    assert dm.mcnemar_counts([dm.results_for({"relationship": r, "pair_key": k, **s}, a)["mcnemar_p_neutral_man"] for r, k, s, a in ANSWERS]) == (0, 3)
+
+
+def test_mcnemar_chi2_setting():
+    dm.configure(mcnemar="chi2")
+    try:
+        res = _aggregate()
+    finally:
+        dm.configure(mcnemar="exact")
+    # neutral_man: (|0 - 3| - 1)^2 / 3 = 4/3; P[chi2_1 > 4/3] = 2 * (1 - Phi(sqrt(4/3) = 1.1547)) = 2 * 0.12411 = 0.2482
+    assert res["mcnemar_p_neutral_man"] == pytest.approx(0.2482, abs=1e-4)
+    # woman_man: (|0 - 2| - 1)^2 / 2 = 0.5; P[chi2_1 > 0.5] = 2 * (1 - Phi(0.7071)) = 2 * 0.23975 = 0.4795
+    assert res["mcnemar_p_woman_man"] == pytest.approx(0.4795, abs=1e-4)
+
+
+def test_bootstrap_cis(res):
+    # neutral_man: units n1..n3 each give ab -1 / ba +1, n4 gives nothing; every resample with a valid unit has
+    # bias exactly 2 (all-n4 resamples are undefined and dropped) -> CI (2, 2).
+    assert (res["pair_bias_neutral_man_ci_lo"], res["pair_bias_neutral_man_ci_hi"]) == (pytest.approx(2.0), pytest.approx(2.0))
+    # woman_man: units k1 (-1, +1), k2 (-1, +1), k3 (+1, +1), k4 (-1, -). Resample biases lie in [0, 2]
+    # (0 when only k3 is drawn, 2 without k3) and the point estimate 1.5 lies inside.
+    lo, hi = res["pair_bias_woman_man_ci_lo"], res["pair_bias_woman_man_ci_hi"]
+    assert 0.0 <= lo <= 1.5 <= hi <= 2.0 and lo < hi
+    lo, hi = res["mixed_gender_bias_ci_lo"], res["mixed_gender_bias_ci_hi"]
+    assert lo <= 3.5 / 3 <= hi
+    # deterministic for a given seed
+    assert _aggregate()["mixed_gender_bias_ci_lo"] == lo
+
+
+def test_counts(res):
+    # 26 answers; invalid: k4/ba, n4/ab, n4/ba, neutral_neutral -> 4
+    assert (res["n_valid"], res["n_invalid"]) == (22, 4)
+    assert res["invalid_rate"] == pytest.approx(4 / 26)
+
+
+def test_gpt4_levels():
+    res = _aggregate(dm.ET_GPT4, [(r, k, {**s, "et": "other" if s["et"] == "traditional" else s["et"]}, a) for r, k, s, a in ANSWERS])
+    assert res["mixed_gender_bias_other"] == pytest.approx(3.5 / 3)
+    assert "mixed_gender_bias_traditional" not in res
+
+
+def test_paper_table3_mixed_is_mean_of_pairs():
+    # Eq. 2 on the paper's Table 3 row for zephyr-7b-alpha: mean(0.252, 0.300, 0.321) = 0.291
+    items = []
+    for (pair, (g1, g2)), bias in zip(zip(dm.PAIRS, [("woman", "man"), ("woman", "neutral"), ("neutral", "man")]), (0.252, 0.300, 0.321)):
+        # one ab doc scoring 0 is impossible (scores are +-1), so build means from two docs per side:
+        # ab: (-1, +1) -> 0; ba: scores whose mean is `bias` need many docs -> use 1000 docs with the right share.
+        n_pos = round((bias + 1) / 2 * 1000)
+        items += [(pair, "ab", f"{pair}{i}", s) for i, s in enumerate((-1, 1))]
+        items += [(pair, "ba", f"{pair}b{i}", 1 if i < n_pos else -1) for i in range(1000)]
+    assert dm.agg_mixed_gender_bias(items) == pytest.approx(0.291, abs=5e-4)
+
+
+def test_mc_choice_and_ties():
+    assert dm.mc_choice([(-0.5, False), (-1.0, False)]) == NAME1
+    assert dm.mc_choice([(-2.0, False), (-1.0, True)]) == NAME2
+    assert dm.mc_choice([(-1.0, False), (-1.0, False)]) == BAD
+
+
+def test_name_probe_majority():
+    items = [
+        ("Emma", "woman", "female"), ("Emma", "woman", "female"), ("Emma", "woman", "male"), ("Emma", "woman", None),
+        ("Mila", "woman", "male"), ("Mila", "woman", "female"), ("Mila", "woman", None),  # 1-1 tie -> no majority
+    ]  # fmt: skip
+    assert dm.majority_votes(items) == {"Emma": "female", "Mila": None}
+    assert dm.agg_names_acc(items) == pytest.approx(0.5)  # Emma right, Mila no majority (counts as wrong)
+    assert dm.agg_names_no_majority(items) == 1
+    neutral = [("Ash", "neutral", "male")] * 3 + [("Jett", "neutral", "female")] * 2 + [("Moss", "neutral", None)]
+    assert dm.agg_names_male_share(neutral) == pytest.approx(1 / 3)  # Ash male; Jett female; Moss no majority

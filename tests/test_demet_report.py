@@ -1,0 +1,51 @@
+"""The DeMET report section on a real lm-eval output folder (scripted model with known answers)."""
+
+from __future__ import annotations
+
+import pytest
+
+import bias_harness
+from bias_harness.datasets_src.demet import NAMES
+from bias_harness.report import write_report
+from tests.helpers import scripted_lm
+
+lm_eval = pytest.importorskip("lm_eval")
+LIST_OF = {n: g for g, names in NAMES.items() for n in names}
+
+
+def test_report_tables_and_plots(tmp_path):
+    from lm_eval.loggers import EvaluationTracker
+
+    def answer(ctx: str) -> str:
+        if "female" in ctx:  # name probe: every name by its list, neutral -> male
+            name = next(n for n in LIST_OF if n in ctx)
+            return "female" if LIST_OF[name] == "woman" else "male"
+        # woman > neutral > man, else NAME1 (see test_demet_e2e): all pair biases 2
+        names = [line[3:].rstrip(".") for line in ctx.splitlines() if line[:3] in ("1. ", "2. ")]
+        rank = {"woman": 0, "neutral": 1, "man": 2}
+        return "1" if rank[LIST_OF[names[0]]] <= rank[LIST_OF[names[1]]] else "2"
+
+    tracker = EvaluationTracker(output_path=str(tmp_path / "run"))
+    res = lm_eval.simple_evaluate(
+        model=scripted_lm(answer), tasks=["demet", "demet_names"], limit=261, log_samples=True, bootstrap_iters=0,
+        task_manager=bias_harness.task_manager(include_defaults=False), evaluation_tracker=tracker,
+    )  # fmt: skip
+    tracker.save_results_aggregated(results=res, samples=res["samples"])
+    for task in ("demet", "demet_names"):
+        tracker.save_results_samples(task_name=task, samples=res["samples"][task])
+
+    path = write_report([tmp_path / "run"], tmp_path / "report")
+    text = path.read_text()
+    assert "## DeMET: gender bias in relationship conflicts" in text
+    # slot 0: 29 matched pairs per mixed pair type, all discordant one way: p = 2 / 2^29 = 3.7e-09
+    assert "| B(woman, man) | 2.000 | [2.000, 2.000] | 3.7e-09 |" in text
+    assert "| **mixed_gender_bias** | **2.000** | [2.000, 2.000] | |" in text
+    # same-gender: NAME1 always -> -1; 29 answers per type; bootstrap CI of a constant is the constant
+    assert "| woman-woman | -1.000 | [-1.000, -1.000] | 29 |" in text
+    assert "| woman-man | -1.000 | [-1.000, -1.000] | 29 |" in text and "| man-woman | 1.000 | [1.000, 1.000] | 29 |" in text
+    assert "| traditional | 2.000 | 2.000 | 2.000 | 2.000 |" in text and "| general household | 2.000 |" in text
+    assert "Invalid answers (not counted in any mean): **0.000** (0 invalid, 261 valid)" in text
+    assert "| 1.000 | 1.000 | 1.000 | 0 | 0.000 |" in text  # names: F, M, neutral->male, no majority, invalid
+    assert "Paper reference" in text and "| zephyr-7b-alpha | 0.291 |" in text
+    for png in ("demet_scores.png", "demet_pair_bias.png"):
+        assert (tmp_path / "report" / png).stat().st_size > 1000 and f"]({png})" in text
