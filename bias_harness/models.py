@@ -80,7 +80,7 @@ def _find_gguf(model: PackagedModel) -> Path:
 
 
 def model_dir(name: str) -> Path:
-    return settings.cache_dir() / "models" / name
+    return settings.models_dir() / name
 
 
 def prepare_model(name: str = "smollm2", force: bool = False) -> Path:

@@ -27,6 +27,11 @@ def raw_dir() -> Path | None:
     return Path(value) if value else None
 
 
+def models_dir() -> Path:
+    """Where packaged models are converted to HF folders (kept apart so tests can isolate the rest of the cache)."""
+    return Path(os.environ.get("BIAS_HARNESS_MODELS_DIR") or cache_dir() / "models")
+
+
 def download_dir() -> Path:
     return cache_dir() / "raw"
 

@@ -97,7 +97,7 @@ def render_card(builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict
             {
                 "config_name": cfg,
                 "features": next(iter(dd.values())).features._to_yaml_list(),
-                "splits": [{"name": split, "num_examples": len(ds)} for split, ds in dd.items()],
+                "splits": [{"name": split, "num_bytes": int(ds.data.nbytes), "num_examples": len(ds)} for split, ds in dd.items()],
             }
             for cfg, dd in configs.items()
         ],

@@ -23,6 +23,9 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def _session_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
     base = tmp_path_factory.mktemp("bh")
+    from bias_harness import settings
+
+    os.environ.setdefault("BIAS_HARNESS_MODELS_DIR", str(settings.models_dir()))  # converted models persist across runs
     os.environ["BIAS_HARNESS_DATA_DIR"] = str(base / "datasets")
     os.environ["BIAS_HARNESS_CACHE_DIR"] = str(base / "cache")
     os.environ["LM_HARNESS_CACHE_PATH"] = str(base / "lm_cache")

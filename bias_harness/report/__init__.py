@@ -72,7 +72,8 @@ def _add_results(run: Run, path: Path, data: dict[str, Any]) -> None:
     for task, res in data.get("results", {}).items():
         run.results[task] = res
         run.model[task] = _model_label(cfg)
-        run.limit[task] = cfg.get("limit")
+        limit = cfg.get("limit")
+        run.limit[task] = int(limit) if isinstance(limit, float) and limit.is_integer() else limit
         sample = path.parent / f"samples_{task}_{stamp}.jsonl"
         if sample.is_file():
             run.sample_files[task] = sample
