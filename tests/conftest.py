@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["BIAS_HARNESS_RAW_DIR"] = str(SHARED_DATA)
+# datasets' Arrow cache for this test session only (set before `datasets` is imported anywhere)
+os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="bh-hf-datasets-"))
 
 
 def pytest_configure(config: pytest.Config) -> None:

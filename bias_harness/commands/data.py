@@ -1,4 +1,4 @@
-"""``bias-harness data build|list|push``: datasets built from the authors' raw files."""
+"""``bias-harness data build|list|push|generate``: datasets built from the authors' raw files."""
 
 from __future__ import annotations
 
@@ -27,6 +27,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       help="write the exact folder that would be uploaded to DIR (default ./hub_upload) and upload nothing")
     push.add_argument("--data-dir", type=Path, default=None)
     push.set_defaults(func=_push)
+
+    from bias_harness.datasets_src import generate
+
+    gen = dsub.add_parser("generate", help="write new rows with an LLM (OpenAI-compatible server), the papers' own methods")
+    generate.add_arguments(gen)
+    gen.set_defaults(func=generate.run)
 
 
 def _build(args: argparse.Namespace) -> int:

@@ -1,0 +1,93 @@
+"""``bias-harness data generate stop|multiagent``: new rows written by an LLM with the papers' own methods.
+
+Arguments and dispatch only; the work-specific parts are in ``generate_stop`` / ``generate_multiagent`` and the
+shared pipeline (client, parsing, validation, store) in ``generate_common``. Usage: ``docs/data_generation.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+WORKS = ("stop", "multiagent")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("work", choices=WORKS, help="whose generation method to run")
+    p.add_argument("--model", required=True, help="model name sent to the server")
+    p.add_argument("--base-url", required=True, help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
+                   help="name of the environment variable that holds the API key (default OPENAI_API_KEY; unset = no key)")
+    p.add_argument("--n", type=int, default=10, help="number of generations to request (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the request plan; request i is sent with seed+i (default 0)")
+    p.add_argument("--out-config", default="generated", metavar="NAME",
+                   help="config of <data-dir>/<work>_generated that receives accepted rows (default 'generated')")
+    p.add_argument("--data-dir", type=Path, default=None, help="data root (default: BIAS_HARNESS_DATA_DIR)")
+    p.add_argument("--workers", type=int, default=4, help="concurrent requests (default 4)")
+    p.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the server's)")
+    p.add_argument("--max-tokens", type=int, default=1024, help="max_tokens per answer (default 1024; 0 = do not send it)")
+    p.add_argument("--json-mode", action="store_true", help="send response_format={'type': 'json_object'}")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
+    p.add_argument("--max-retries", type=int, default=2, help="client retries per request (default 2)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    stop = p.add_argument_group("stop")
+    stop.add_argument("--seeds", type=Path, default=None,
+                      help="seed progressions (JSON array or JSONL of STOP records; default: STOP-full.json from the raw files)")
+    stop.add_argument("--sub-demographic", action="append", default=[], metavar="NAME",
+                      help="target sub-demographic (repeatable; default: every other one of the seed's demographic)")
+    stop.add_argument("--demographic", action="append", default=[], metavar="NAME",
+                      help="only seeds of this demographic (repeatable); also the demographic of a new --sub-demographic")
+    stop.add_argument("--severity", action="append", default=[], choices=["low", "moderate", "high"], help="only seeds of this severity")
+    stop.add_argument("--answer-format", choices=["json", "paper"], default="json",
+                      help="json (default): the paper's prompt + a request for a JSON answer; paper: the paper's prompt "
+                           "unchanged, its plain-text 'Sentences: ... Counterfactual Sentence: ...' answer parsed")
+    ma = p.add_argument_group("multiagent")
+    ma.add_argument("--domain", action="append", default=[], metavar="NAME",
+                    help="domain (repeatable; default: the paper's seven: family, office, hospital, politics, "
+                         "law enforcement, education, team dynamics)")
+    ma.add_argument("--sizes", default="3,4", help="numbers of tasks (= characters) per scenario, comma-separated (default 3,4)")
+
+
+def make_generator(args: argparse.Namespace):
+    from bias_harness.datasets_src.generate_common import GenerationSetupError
+
+    if args.work == "stop":
+        from bias_harness.datasets_src.generate_stop import StopGenerator, load_seeds
+
+        seeds, _ = load_seeds(args.seeds)
+        new_demo = args.demographic[0] if len(args.demographic) == 1 else None
+        return StopGenerator(seeds, args.sub_demographic, args.demographic, args.severity, new_demo, args.answer_format)
+    from bias_harness.datasets_src.generate_multiagent import DOMAINS, MultiagentGenerator
+
+    try:
+        sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
+    except ValueError:
+        raise GenerationSetupError(f"--sizes must be comma-separated integers, not {args.sizes!r}") from None
+    return MultiagentGenerator(domains=list(args.domain) or list(DOMAINS), sizes=sizes)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bias_harness import settings
+    from bias_harness.datasets_src.generate_common import ClientSettings, GenerationSetupError, Store, run_generation
+    from bias_harness.datasets_src.raw import RawDataError, RawSourceError
+
+    for name in ("httpx", "httpx2"):  # one INFO line per request otherwise (openai 3.x uses httpx2)
+        logging.getLogger(name).setLevel(logging.WARNING)
+    client = ClientSettings(
+        model=args.model, base_url=args.base_url, api_key_env=args.api_key_env, temperature=args.temperature,
+        max_tokens=args.max_tokens, json_mode=args.json_mode, timeout=args.timeout, max_retries=args.max_retries,
+    )
+    try:
+        store = Store(args.data_dir or settings.data_dir(), args.work, args.out_config)
+        generator = make_generator(args)
+        keys = ("seeds", "sub_demographic", "demographic", "severity", "answer_format") if args.work == "stop" else ("domain", "sizes")
+        options = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k in keys}
+        summary = run_generation(generator, client, store, args.n, seed=args.seed, workers=args.workers,
+                                 progress=not args.no_progress, options=options)
+    except (GenerationSetupError, RawDataError, RawSourceError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(summary.text())
+    return 0
