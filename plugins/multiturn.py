@@ -1,0 +1,312 @@
+"""Multi-turn and multi-agent tasks inside lm-eval: a lockstep engine that works with any ``--model``.
+
+lm-eval builds all requests of a task up front and runs them in one call per request type, so a task cannot
+ask question 2 after seeing answer 1. This module adds one request type, ``multiturn_generate``, as a method
+of lm-eval's ``LM`` base class (added at import of ``bias_harness.plugins``; every registered model subclasses
+``LM``, so ``hf``, ``vllm``, ``local-chat-completions``, ``openai-chat-completions``... all get it, and
+``CachingLM`` passes it through under ``--use_cache``). The method runs every conversation of the run in
+lockstep: at each step it collects the next prompts of ALL live dialogues of ALL multi-turn tasks and makes
+exactly ONE batched ``lm.generate_until`` call. The number of model calls depends on the number of steps,
+never on the number of documents.
+
+Declaring a task (YAML)::
+
+    task: my_task
+    class: !function bias_harness.plugins.multiturn.MultiTurnTask
+    custom_dataset: !function bias_harness.plugins.data.load
+    dataset_kwargs: {dataset: stop, config: progressions}
+    test_split: test
+    output_type: generate_until            # keep: makes --gen_kwargs apply
+    doc_to_text: "{{ prompts[0] }}"         # only the logged preview (arguments[0])
+    doc_to_target: ""
+    generation_kwargs: {until: ["\\n\\n"], max_gen_toks: 16, do_sample: false}
+    process_results: !function bias_harness.plugins.<module>.<fn>   # json.loads(results[0])
+    metric_list: [...]
+    metadata:
+      version: 1.0
+      dialogue: sequential                 # | agents | "pkg.module:MyDialogue" | a name from register_dialogue
+      dialogue_kwargs: {turns_field: prompts, closing_field: cfprompt, preamble: "..."}
+
+Any top-level ``metadata`` key that names a keyword parameter of the dialogue class overrides
+``dialogue_kwargs`` (so ``--metadata '{"stop_on": null}'`` changes one setting from the command line).
+
+Dialogues (:mod:`bias_harness.plugins.multiturn_dialogues`): a :class:`Dialogue` is one conversation's state
+machine, built as ``Cls(doc, system_instruction=..., **dialogue_kwargs)`` for every document (and repeat):
+
+* ``next_prompts() -> list[Prompt]``: the prompts of its next step, ``Prompt(key, messages, gen_kwargs=None)``
+  with chat ``messages`` (``[{"role", "content"}]``); ``[]`` when finished.
+* ``record({key: answer})``: the answers to exactly those prompts.
+* ``result() -> str``: JSON with the whole transcript (``{"transcript": [{"round", "speaker", "role", "text"}...]}``);
+  it is the sample's response (``resps``), so ``--log_samples`` keeps who said what in which round, and
+  ``process_results(doc, results)`` reads ``json.loads(results[0])``.
+
+Built-ins: ``sequential`` (:class:`SequentialDialogue`: fixed user turns, the model sees its own earlier answers;
+optional early stop and closing turns) and ``agents`` (:class:`AgentsDialogue`: N agents over R rounds with
+``private`` / ``simultaneous`` / ``sequential`` rounds, per-agent personas, per-round prompt templates over doc
+fields, transcript with agent/round/visibility). A custom dialogue subclasses ``Dialogue`` and is named as
+``dialogue: "pkg.module:Class"`` or registered with ``@register_dialogue("name")`` in a module that is
+imported before the task runs (e.g. listed in ``plugins/__init__._REGISTERING``).
+
+How messages reach the model:
+
+* ``--apply_chat_template`` (or a chat-only API backend such as ``local-chat-completions`` /
+  ``openai-chat-completions``, which always get message lists): ``lm.apply_chat_template(messages)``: the HF
+  tokenizer's template for ``hf``/``vllm``, a ``JsonChatStr`` (the message list itself) for API models.
+* otherwise (base models): a plain transcript ``System: ...\\n\\nUser: ...\\n\\nAssistant: ...\\n\\nUser: ...\\n\\nAssistant:``,
+  and ``\\nUser:`` is added to the stop sequences.
+* consecutive messages of the same role are always merged (strict templates need alternating roles).
+* ``--system_instruction`` becomes (the start of) the system message of every conversation.
+* ``--gen_kwargs`` updates the task's ``generation_kwargs`` for every step; a Prompt may override some keys.
+
+Resume: with ``--use_cache`` every step first looks its prompts up in lm-eval's sqlite cache
+(``lm.cache_hook.dbdict``, the same keys as ``generate_until``), sends only the missing ones, and writes and
+commits the step's answers before the next step starts. A second identical run makes no model call; a run that
+crashed mid-way loses no completed step. (Sampled generations, ``do_sample: true``, are never cached, as in lm-eval.)
+
+Progress: a tqdm bar over steps plus one INFO log line per step (``multiturn step 3: 1 generate_until call,
+450 prompts (0 from cache) from 450 dialogues of 1 task(s)``). :data:`LAST_RUN_STATS` keeps the per-step
+counts of the last run (tests and benchmarks read it).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lm_eval.api.instance import Instance
+from lm_eval.api.model import LM, hash_args
+from lm_eval.api.task import ConfigurableTask
+from tqdm import tqdm
+
+from bias_harness.plugins.multiturn_dialogues import (  # noqa: F401  (re-exported API)
+    AgentsDialogue,
+    Dialogue,
+    DialogueError,
+    Message,
+    Prompt,
+    SequentialDialogue,
+    merge_same_role,
+    register_dialogue,
+    resolve_dialogue,
+)
+
+# a child of lm-eval's logger, so the per-step lines show with lm-eval's own logging setup (CLI runs)
+log = logging.getLogger(f"lm_eval.ext.{__name__}")
+
+REQUEST_TYPE = "multiturn_generate"
+PLAIN_ROLES = {"system": "System", "user": "User", "assistant": "Assistant"}
+PLAIN_STOP = "\nUser:"
+# lm-eval API backends that only accept message lists (LocalChatCompletion and its subclasses).
+CHAT_ONLY_BACKENDS = ("LocalChatCompletion",)
+
+# Per-step counts of the most recent multiturn_generate run: [{"step", "prompts", "cached", "calls", "dialogues", "seconds"}].
+LAST_RUN_STATS: list[dict[str, Any]] = []
+
+
+@dataclass
+class MultiTurnInstance(Instance):
+    """An Instance of request type ``multiturn_generate``; the extra fields are plain data (picklable)."""
+
+    dialogue: str = "sequential"
+    dialogue_kwargs: dict = field(default_factory=dict)
+    use_chat_template: bool = False
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def render_plain(messages: list[Message]) -> str:
+    """Plain transcript for base models, ending with the assistant cue."""
+    body = "\n\n".join(f"{PLAIN_ROLES.get(m['role'], m['role'].title())}: {m['content']}" for m in messages)
+    return f"{body}\n\n{PLAIN_ROLES['assistant']}:"
+
+
+def is_chat_only(lm: Any) -> bool:
+    """True for backends that accept only message lists (they always get the chat path)."""
+    return any(c.__name__ in CHAT_ONLY_BACKENDS for c in type(lm).__mro__)
+
+
+def build_context(lm: LM, messages: list[Message], use_chat_template: bool) -> Any:
+    msgs = merge_same_role(messages)
+    if use_chat_template or is_chat_only(lm):
+        return lm.apply_chat_template(msgs, add_generation_prompt=True)
+    return render_plain(msgs)
+
+
+def _step_gen_kwargs(base: dict, override: dict | None, plain: bool) -> dict:
+    gen = copy.deepcopy(base or {})
+    gen.update(override or {})
+    if plain:
+        until = gen.get("until") or []
+        until = [until] if isinstance(until, str) else list(until)
+        if PLAIN_STOP not in until:
+            until.append(PLAIN_STOP)
+        gen["until"] = until
+    return gen
+
+
+# ------------------------------------------------------------------ one step = one generate_until call
+
+
+def _cacheable(inst: Instance) -> bool:
+    return not inst.args[1].get("do_sample", False)
+
+
+def run_step(lm: LM, batch: list[Instance]) -> tuple[list[str], int, int]:
+    """Answer ``batch`` with ONE ``lm.generate_until`` call for the prompts not in the response cache.
+
+    Returns (answers, number answered from the cache, number of generate_until calls made: 0 or 1).
+    New answers are written to the cache and committed before returning (crash-safe resume).
+    """
+    dbdict = getattr(getattr(lm, "cache_hook", None), "dbdict", None)
+    answers: list[str | None] = [None] * len(batch)
+    todo: list[int] = []
+    for i, inst in enumerate(batch):
+        if dbdict is not None and _cacheable(inst):
+            key = hash_args("generate_until", inst.args)
+            if key in dbdict:
+                answers[i] = dbdict[key]
+                continue
+        todo.append(i)
+    if todo:
+        out = lm.generate_until([batch[i] for i in todo])
+        if len(out) != len(todo):
+            raise RuntimeError(f"generate_until returned {len(out)} answers for {len(todo)} prompts")
+        for i, text in zip(todo, out):
+            answers[i] = text
+            if dbdict is not None and _cacheable(batch[i]):
+                dbdict[hash_args("generate_until", batch[i].args)] = text
+        if dbdict is not None:
+            dbdict.commit()
+    return [a if a is not None else "" for a in answers], len(batch) - len(todo), int(bool(todo))
+
+
+def _make_dialogue(req: MultiTurnInstance) -> Dialogue:
+    cls = resolve_dialogue(req.dialogue)
+    try:
+        return cls(req.doc, **req.dialogue_kwargs)
+    except (DialogueError, TypeError, KeyError) as err:
+        raise DialogueError(f"task {req.task_name!r}, doc {req.doc_id}: cannot start dialogue {req.dialogue!r}: {err}") from err
+
+
+def multiturn_generate(self: LM, requests: list[MultiTurnInstance], disable_tqdm: bool = False) -> list[str]:
+    """Run all dialogues in lockstep: one batched ``generate_until`` call per step. Returns one JSON result per request."""
+    dialogues = [_make_dialogue(r) for r in requests]
+    tasks = {r.task_name for r in requests}
+    LAST_RUN_STATS.clear()
+    bar = tqdm(desc="multiturn steps", unit="step", disable=disable_tqdm)
+    step = 0
+    while True:
+        batch: list[Instance] = []
+        owners: list[tuple[int, Hashable]] = []
+        live = 0
+        for i, (req, dlg) in enumerate(zip(requests, dialogues)):
+            try:
+                prompts = dlg.next_prompts()
+            except DialogueError as err:
+                raise DialogueError(f"task {req.task_name!r}, doc {req.doc_id}, step {step + 1}: {err}") from err
+            live += bool(prompts)
+            plain = not (req.use_chat_template or is_chat_only(self))
+            for p in prompts:
+                ctx = build_context(self, p.messages, req.use_chat_template)
+                gen = _step_gen_kwargs(req.args[1], p.gen_kwargs, plain)
+                batch.append(Instance("generate_until", req.doc, (ctx, gen), idx=len(batch), metadata=(req.task_name, req.doc_id, 1)))
+                owners.append((i, p.key))
+        if not batch:
+            break
+        step += 1
+        t0 = time.perf_counter()
+        answers, cached, calls = run_step(self, batch)
+        grouped: dict[int, dict[Hashable, str]] = {}
+        for (i, key), text in zip(owners, answers):
+            grouped.setdefault(i, {})[key] = text
+        for i, got in grouped.items():
+            dialogues[i].record(got)
+        stats = {"step": step, "prompts": len(batch), "cached": cached, "calls": calls, "dialogues": live,
+                 "seconds": round(time.perf_counter() - t0, 3)}
+        LAST_RUN_STATS.append(stats)
+        log.info("multiturn step %d: %d generate_until call(s), %d prompts (%d from cache) from %d dialogues of %d task(s)",
+                 step, calls, len(batch), cached, live, len(tasks))
+        bar.update(1)
+        bar.set_postfix(prompts=len(batch), cached=cached, calls=calls)
+    bar.close()
+    return [d.result() for d in dialogues]
+
+
+def install() -> None:
+    """Add the request type to lm-eval's LM base class (idempotent; nothing existing is overridden)."""
+    existing = getattr(LM, REQUEST_TYPE, None)
+    ours = getattr(existing, "__name__", "") == "multiturn_generate" and getattr(existing, "__module__", "").endswith("multiturn")
+    if existing is not None and existing is not multiturn_generate and not ours:
+        raise RuntimeError(f"lm_eval.api.model.LM already has an attribute {REQUEST_TYPE!r} from elsewhere")
+    setattr(LM, REQUEST_TYPE, multiturn_generate)
+
+
+install()
+
+
+# ------------------------------------------------------------------ the task class
+
+
+def _dialogue_params(cls: type[Dialogue]) -> set[str]:
+    import inspect
+
+    params = set()
+    for klass in cls.__mro__:
+        if klass is object or "__init__" not in vars(klass):
+            continue
+        sig = inspect.signature(klass.__init__)
+        params |= {n for n, p in sig.parameters.items() if p.kind == p.KEYWORD_ONLY}
+    return params - {"system_instruction"}
+
+
+class MultiTurnTask(ConfigurableTask):
+    """A ConfigurableTask whose documents are dialogues (``class: !function bias_harness.plugins.multiturn.MultiTurnTask``).
+
+    Everything else (dataset, ``process_results``, metrics, ``generation_kwargs``) comes from the YAML as usual.
+    """
+
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        cfg = {k: v for k, v in (config or {}).items() if k != "class"}
+        super().__init__(config=cfg, **kwargs)
+        md = dict(self.config.metadata or {})
+        self._dialogue = md.get("dialogue", "sequential")
+        cls = resolve_dialogue(self._dialogue)
+        dkw = dict(md.get("dialogue_kwargs") or {})
+        for name in _dialogue_params(cls) & set(md):  # flat --metadata overrides
+            dkw[name] = md[name]
+        self._dialogue_kwargs = dkw
+        self._system_instruction: str | None = None
+
+    def build_all_requests(self, *, system_instruction: str | None = None, **kwargs: Any) -> None:
+        self._system_instruction = system_instruction
+        return super().build_all_requests(system_instruction=system_instruction, **kwargs)
+
+    def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> MultiTurnInstance:
+        use_chat = bool(kwargs.pop("apply_chat_template", False))
+        kwargs.pop("chat_template", None)
+        dkw = dict(self._dialogue_kwargs)
+        if self._system_instruction:
+            dkw["system_instruction"] = self._system_instruction
+        return MultiTurnInstance(
+            request_type=REQUEST_TYPE,  # type: ignore[arg-type]
+            doc=doc,
+            arguments=(ctx, copy.deepcopy(self.config.generation_kwargs)),
+            idx=0,
+            dialogue=self._dialogue,
+            dialogue_kwargs=dkw,
+            use_chat_template=use_chat,
+            **kwargs,
+        )
+
+
+def transcript_stats(doc: dict, results: list[str]) -> dict[str, int]:
+    """A generic ``process_results``: number of model turns in the dialogue (``json.loads(results[0])``)."""
+    import json
+
+    data = json.loads(results[0])
+    return {"model_turns": sum(1 for e in data.get("transcript", []) if e.get("role") == "assistant")}
