@@ -1,0 +1,122 @@
+"""Report section for StereoSet (English; German translation of Öztürk et al. 2023): lms, ss, icat per task and
+bias type, next to the ideal (lms 100, ss 50, icat 100) and random (lms 50, ss 50, icat 50) reference models."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from bias_harness.report import Run, fmt
+
+TITLE = "StereoSet: stereotypical bias (lms, ss, icat)"
+ORDER = 40
+
+SCORES = ("lms", "ss", "icat")
+BIAS_TYPES = ("gender", "profession", "race", "religion")
+
+
+def matches(task: str) -> bool:
+    return task.startswith("stereoset_")
+
+
+def _value(run: Run, task: str, name: str) -> float:
+    v = run.metric(task, name, "none")
+    return float(v) if isinstance(v, (int, float)) else math.nan
+
+
+def pooled_from_samples(run: Run, intra: str, inter: str) -> dict[str, float] | None:
+    """StereoSet's overall scores pooled over the logged samples of a separate intra and inter run, or None.
+
+    Each logged sample carries its StereoSet item under the metric key ``lms`` (part, bias type, target, pro,
+    related, valid, averaging), exactly what the task's aggregations pooled.
+    """
+    from bias_harness.plugins import stereoset_metrics as m
+
+    items = []
+    for task in (intra, inter):
+        samples = run.samples(task)
+        if not samples or any("lms" not in s for s in samples):
+            return None
+        items += [tuple(s["lms"]) for s in samples]
+    return m.scores(items)
+
+
+def _rows(run: Run, tasks: list[str]) -> list[tuple[str, dict[str, float]]]:
+    from bias_harness.plugins import stereoset_metrics as m
+
+    rows = [(t, {s: _value(run, t, s) for s in SCORES}) for t in tasks]
+    for lang in ("de", "en"):
+        intra, inter = f"stereoset_{lang}_intra", f"stereoset_{lang}_inter"
+        if intra in tasks and inter in tasks:
+            pooled = pooled_from_samples(run, intra, inter)
+            if pooled:
+                rows.append((f"stereoset_{lang} (intra + inter pooled from samples)", {s: pooled[s] for s in SCORES}))
+    rows.append(("*ideal LM*", dict(m.IDEAL)))
+    rows.append(("*random LM*", dict(m.RANDOM)))
+    return rows
+
+
+def _plot(rows: list[tuple[str, dict[str, float]]], out_dir: Path) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = [(name, v) for name, v in rows if not name.startswith("*")]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 0.5 * len(models) + 2), sharey=True)
+    labels = [name for name, _ in models]
+    for ax, score in zip(axes, SCORES):
+        vals = [v[score] for _, v in models]
+        ax.barh(range(len(models)), [0 if math.isnan(x) else x for x in vals], color="#4C72B0")
+        ax.axvline({"lms": 100, "ss": 50, "icat": 100}[score], color="green", ls="--", label="ideal")
+        ax.axvline({"lms": 50, "ss": 50, "icat": 50}[score], color="grey", ls=":", label="random")
+        ax.set_xlim(0, 100)
+        ax.set_title(score)
+        ax.set_yticks(range(len(models)), labels)
+    axes[0].legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    path = out_dir / "stereoset_scores.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+def render(run: Run, out_dir: Path) -> str:
+    tasks = [t for t in run.tasks() if matches(t) and any(k.startswith("lms,") for k in run.results.get(t, {}))]
+    parts = [f"## {TITLE}", ""]
+    if not tasks:
+        return "\n".join(parts + ["No StereoSet results with scores in these runs.", ""])
+    parts += [
+        "lms: % of comparisons where the stereotypical / anti-stereotypical candidate beats the unrelated one "
+        "(ideal 100); ss: % of contexts where the stereotype beats the anti-stereotype (ideal 50); "
+        "icat = lms * min(ss, 100 - ss) / 50 (ideal 100, random 50). Scores are StereoSet's: per target term, "
+        "then averaged (task metadata `averaging`); `*_combined` tasks pool intra- and intersentence contexts. "
+        "CI: percentile bootstrap over contexts (1000 resamples).",
+        "",
+        "| task | lms | ss | icat | icat 95% CI | invalid rate | tie rate | model |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    rows = _rows(run, tasks)
+    for name, v in rows:
+        if name.startswith("*"):
+            extra = ("–", "–", "–", "reference")
+        elif name not in run.results:  # pooled from the samples of stereoset_<lang>_intra / _inter
+            extra = ("–", "–", "–", f"`{run.model.get(name.split(' ')[0] + '_intra', '?')}`")
+        else:
+            ci = f"{fmt(_value(run, name, 'icat_ci_lo'), 1)}–{fmt(_value(run, name, 'icat_ci_hi'), 1)}"
+            extra = (ci, fmt(_value(run, name, "invalid_rate")), fmt(_value(run, name, "tie_rate")), f"`{run.model.get(name, '?')}`")
+        parts.append(f"| {name} | {fmt(v['lms'], 1)} | {fmt(v['ss'], 1)} | {fmt(v['icat'], 1)} | {' | '.join(extra)} |")
+    parts += ["", f"![StereoSet scores]({_plot(rows, out_dir)})", "", "### By bias type", ""]
+    parts += ["| task | " + " | ".join(f"{b} lms / ss / icat" for b in BIAS_TYPES) + " |", "|---|" + "---|" * len(BIAS_TYPES)]
+    for t in tasks:
+        cells = [" / ".join(fmt(_value(run, t, f"{s}_{b}"), 1) for s in SCORES) for b in BIAS_TYPES]
+        parts.append(f"| {t} | " + " | ".join(cells) + " |")
+    split = [t for t in tasks if not math.isnan(_value(run, t, "lms_intra"))]
+    if split:
+        parts += ["", "### Intra- vs intersentence (combined tasks)", "", "| task | intra lms / ss / icat | inter lms / ss / icat |", "|---|---|---|"]
+        for t in split:
+            cells = [" / ".join(fmt(_value(run, t, f"{s}_{p}"), 1) for s in SCORES) for p in ("intra", "inter")]
+            parts.append(f"| {t} | " + " | ".join(cells) + " |")
+    limited = {t: run.limit.get(t) for t in tasks if run.limit.get(t)}
+    if limited:
+        parts += ["", "Subset runs (`--limit`): scores over the first contexts only, not comparable to full runs."]
+    return "\n".join(parts) + "\n"

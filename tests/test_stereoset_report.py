@@ -1,0 +1,62 @@
+"""The StereoSet report section on a saved lm-eval run with hand-worked scores."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_report_tables_plot_and_pooled_scores(tmp_path):
+    import lm_eval
+    from lm_eval.loggers import EvaluationTracker
+
+    import bias_harness
+    from bias_harness.report import write_report
+    from tests.test_stereoset_tasks import _scripted_by_pattern
+
+    tracker = EvaluationTracker(output_path=str(tmp_path / "run"))
+    res = lm_eval.simple_evaluate(
+        model=_scripted_by_pattern(), tasks=["stereoset_en_combined", "stereoset_en_intra", "stereoset_en_inter"],
+        task_manager=bias_harness.task_manager(include_defaults=False, metadata={"normalization": "sum"}), limit=4, log_samples=True,
+        evaluation_tracker=tracker,
+    )  # fmt: skip
+    tracker.save_results_aggregated(results=res, samples=res["samples"])
+    for task, samples in res["samples"].items():
+        tracker.save_results_samples(task_name=task, samples=samples)
+    text = (write_report([tmp_path / "run"], tmp_path / "report")).read_text(encoding="utf-8")
+
+    # combined, limit 4 = 2 intra + 2 inter contexts: hand-worked in test_stereoset_tasks (62.5 / 50.0 / 62.5)
+    row = next(line for line in text.splitlines() if line.startswith("| stereoset_en_combined | 62.5 | 50.0 | 62.5 | "))
+    assert row.split(" | ")[5:7] == ["0.000", "0.250"]  # invalid rate, tie rate
+    # separate tasks, limit 4 each; pooled from their samples: 8 contexts, 8 target terms
+    assert "| stereoset_en (intra + inter pooled from samples) |" in text
+    assert "| *ideal LM* | 100.0 | 50.0 | 100.0 | – |" in text and "| *random LM* | 50.0 | 50.0 | 50.0 |" in text
+    assert "| stereoset_en_combined | 50.0 / 50.0 / 50.0 | 75.0 / 50.0 / 75.0 |" in text  # intra | inter split
+    assert (tmp_path / "report" / "stereoset_scores.png").stat().st_size > 1000
+
+
+def test_pooled_equals_scores_over_both_parts(tmp_path):
+    from bias_harness.plugins import stereoset_metrics as m
+    from bias_harness.report import Run
+    from bias_harness.report.stereoset import pooled_from_samples
+
+    items = {
+        "stereoset_de_intra": [("intra", "race", "A", 1.0, 2.0, True, "target"), ("intra", "race", "B", 0.0, 1.0, True, "target")],
+        "stereoset_de_inter": [("inter", "race", "A", 0.0, 2.0, True, "target")],
+    }
+    run = Run()
+    for task, its in items.items():
+        path = tmp_path / f"samples_{task}.jsonl"
+        path.write_text("".join(f'{{"lms": {list(it)!r}}}\n'.replace("'", '"').replace("True", "true") for it in its))
+        run.sample_files[task] = path
+    got = pooled_from_samples(run, "stereoset_de_intra", "stereoset_de_inter")
+    # A: pro 1/2 -> ss 50, related 4/4 -> lms 100;  B: ss 0, lms 50  => lms 75, ss 25, icat 37.5
+    assert got == {"lms": 75.0, "ss": 25.0, "icat": 37.5, "n": 3}
+    assert got == m.scores(items["stereoset_de_intra"] + items["stereoset_de_inter"])
+    assert pooled_from_samples(Run(), "stereoset_de_intra", "stereoset_de_inter") is None
+
+
+@pytest.mark.parametrize("task", ["stereoset_de_combined", "stereoset_en_intra_reprompt"])
+def test_matches(task):
+    from bias_harness.report.stereoset import matches
+
+    assert matches(task) and not matches("demet")
