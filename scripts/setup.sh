@@ -5,7 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-pip() { .venv/bin/python -m pip --disable-pip-version-check -q "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
+pip() {  # quiet pip that still fails loudly (the local wheel mirror's "Location ... ignored" notes are filtered)
+  local log rc=0
+  log=$(mktemp)
+  .venv/bin/python -m pip --disable-pip-version-check -q "$@" >"$log" 2>&1 || rc=$?
+  grep -v "^WARNING: Location" "$log" || true
+  rm -f "$log"
+  return $rc
+}
 # torch first, pinned: 2.13.0 is a CPU build on these machines (a bare `torch` would pull a multi-GB CUDA build)
 .venv/bin/python -c "import torch" 2>/dev/null || pip install torch==2.13.0
 pip install -e ".[test,models]"
