@@ -1,0 +1,156 @@
+"""One mitigation run: data -> evaluate base -> train (resumable) -> evaluate trained -> card -> (push).
+
+Output folder layout::
+
+    OUT/data/             training data (parquet, loadable by ``load_dataset`` and ``trl --dataset_name``)
+    OUT/checkpoints/      trainer checkpoints (``output_dir``); a re-run resumes from the last one
+    OUT/eval/before.json  lm-eval results of the base model  (reused on re-runs with the same settings)
+    OUT/eval/after.json   lm-eval results of the trained model
+    OUT/model/            the trained model (or LoRA adapter) + README.md card: exactly what is uploaded
+    OUT/recipe.yaml       the resolved configuration
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bias_harness.mitigation import evaluate as ev
+from bias_harness.mitigation import recipes_dir
+from bias_harness.mitigation import model_card
+from bias_harness.mitigation.recipes import DataOptions, build_training_data, get_recipe, save_training_data
+from bias_harness.mitigation.train import check_model, is_adapter, parse_config, train
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class MitigateOptions:
+    recipe: str
+    model: str
+    output: Path
+    eval_tasks: list[str] | None = None  # default: the recipe's tasks
+    limit: int | float | None = None
+    setting: int | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)  # TRL config keys
+    max_train_rows: int | None = None
+    skip_eval: bool = False
+    batch_size: int = 8
+    apply_chat_template: bool | None = None  # default: True for chat recipes
+    eval_metadata: dict[str, Any] = field(default_factory=dict)
+    include_path: list[str] = field(default_factory=list)
+    gen_kwargs: str | None = None  # lm-eval --gen_kwargs (same for both evaluations)
+    data_dir: str | None = None  # built datasets (default BIAS_HARNESS_DATA_DIR), for training data and tasks
+    push_to: str | None = None
+    private: bool = False
+    dry_run: Path | None = None  # write the exact upload folder here instead of pushing
+    resume: bool = True
+    command: str = ""
+
+
+@dataclass
+class MitigateResult:
+    model_dir: Path
+    card: Path
+    before: dict[str, Any]
+    after: dict[str, Any]
+    uploaded: str | None
+
+
+def eval_settings(recipe, opts: MitigateOptions, data_opts: DataOptions) -> ev.EvalSettings:
+    tasks = opts.eval_tasks or recipe.eval_tasks(data_opts)
+    chat = recipe.chat if opts.apply_chat_template is None else opts.apply_chat_template
+    metadata = {**(recipe.eval_metadata(data_opts) if recipe.eval_metadata else {}), **opts.eval_metadata}
+    if opts.data_dir:
+        metadata.setdefault("data_dir", str(opts.data_dir))
+    include = list(opts.include_path) + ([str(recipes_dir() / "tasks")] if recipe.include_tasks else [])
+    return ev.EvalSettings(
+        tasks=list(tasks), model_type="hf-mlm" if recipe.model_kind == "mlm" else "hf", limit=opts.limit,
+        batch_size=opts.batch_size, apply_chat_template=bool(chat), metadata=metadata, include_path=include,
+        device=_default_device(), gen_kwargs=opts.gen_kwargs,
+    )  # fmt: skip
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _evaluate_cached(path: Path, args: dict[str, Any], settings: ev.EvalSettings, use_cache: bool) -> dict[str, Any]:
+    cached = ev.load(path) if use_cache else None
+    if cached and cached.get("settings") == settings.to_dict() and cached.get("model_args") == {k: str(v) for k, v in args.items()}:
+        log.info("reusing %s (same model and settings)", path)
+        return cached
+    result = ev.evaluate(args, settings)
+    ev.save(result, path)
+    return result
+
+
+def run(opts: MitigateOptions) -> MitigateResult:
+    recipe = get_recipe(opts.recipe)
+    out = Path(opts.output).resolve()
+    data_opts = DataOptions(setting=opts.setting, max_train_rows=opts.max_train_rows, data_dir=opts.data_dir)
+    overrides = {"model_name_or_path": opts.model, "output_dir": str(out / "checkpoints"), "dataset_name": str(out / "data")}
+    overrides.update(opts.overrides)
+    cfg = parse_config(recipe, overrides)
+
+    # Everything that can fail on bad input fails here, before any evaluation or training.
+    check_model(recipe, opts.model, getattr(cfg.training, "chat_template_path", None))
+    data = build_training_data(recipe, data_opts)
+    save_training_data(recipe, data, out / "data", data_opts)
+    settings = eval_settings(recipe, opts, data_opts)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "recipe.yaml").write_text(yaml.safe_dump(cfg.as_dict(), sort_keys=True), encoding="utf-8")
+
+    base_args = ev.model_args(opts.model)
+    before = {} if opts.skip_eval else _evaluate_cached(out / "eval" / "before.json", base_args, settings, opts.resume)
+    eval_split = data["test"] if "test" in data else None
+    model_dir = train(recipe, cfg, data["train"], eval_split, resume=opts.resume)
+    after = {} if opts.skip_eval else _evaluate_cached(
+        out / "eval" / "after.json", ev.model_args(model_dir, opts.model), settings, False
+    )
+
+    card = model_card.write(model_dir, model_card.CardData(
+        recipe=recipe, base_model=opts.model, config=cfg.as_dict(), data_splits={s: len(d) for s, d in data.items()},
+        data_options={"setting": opts.setting, "max_train_rows": opts.max_train_rows}, before=before, after=after,
+        command=opts.command or f"bias-harness mitigate {recipe.name} --model {opts.model} --output {out}",
+        adapter=is_adapter(model_dir), train_metrics=_train_metrics(model_dir),
+    ), repo_id=opts.push_to)  # fmt: skip
+
+    uploaded = None
+    if opts.push_to or opts.dry_run:
+        from bias_harness.mitigation.publish import push_model
+
+        uploaded = push_model(model_dir, opts.push_to or f"local/{recipe.name}", private=opts.private, dry_run_dir=opts.dry_run)
+    return MitigateResult(model_dir, card, before, after, uploaded)
+
+
+def _train_metrics(model_dir: Path) -> dict[str, Any]:
+    """Steps, epochs and the last logged training loss from the trainer state saved with the model."""
+    import json
+
+    path = Path(model_dir) / "trainer_state.json"
+    if not path.is_file():
+        return {}
+    state = json.loads(path.read_text(encoding="utf-8"))
+    history = state.get("log_history", [])
+    out: dict[str, Any] = {"global_step": state.get("global_step"), "epoch": state.get("epoch")}
+    steps = [h for h in history if isinstance(h.get("loss"), (int, float))]
+    if steps:
+        out["loss_first_logged_step"] = steps[0]["loss"]
+        out["loss_last_logged_step"] = steps[-1]["loss"]
+    summary = [h for h in history if "train_loss" in h]
+    if summary:
+        out["train_loss_mean"] = summary[-1]["train_loss"]
+    rewards = [h for h in history if isinstance(h.get("reward"), (int, float))]
+    if rewards:
+        out["reward_last_logged_step"] = rewards[-1]["reward"]
+    for key in ("unqover_test_reward_before", "unqover_test_reward_after"):
+        if key in state:
+            out[key] = state[key]
+    return out

@@ -1,0 +1,184 @@
+"""Training: parse a recipe YAML exactly as ``trl sft|grpo --config`` does, then run the trainer in-process.
+
+The YAML is read by the TRL script's own parser (``trl.scripts.<trainer>.make_parser``), with the same
+dataclasses (ScriptArguments, SFTConfig/GRPOConfig, ModelConfig, DatasetMixtureConfig), so a key TRL does
+not know is an error here as well as under ``trl``. Overrides are plain TRL command-line flags.
+
+Interrupted runs resume: checkpoints go to ``<output_dir>/checkpoints`` and the last one is picked up
+automatically (transformers' ``get_last_checkpoint``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bias_harness.mitigation.recipes import Recipe, RecipeError
+
+log = logging.getLogger(__name__)
+
+PARSERS = {"sft": "trl.scripts.sft", "grpo": "trl.scripts.grpo", "refine_lm": "bias_harness.mitigation.refine_lm"}
+
+
+@dataclass
+class ParsedConfig:
+    script: Any  # ScriptArguments (dataset_name, splits, reward_funcs for GRPO)
+    training: Any  # SFTConfig / GRPOConfig / RefineLMConfig
+    model: Any  # ModelConfig (model_name_or_path, LoRA)
+    mixture: Any | None  # DatasetMixtureConfig (unused by our recipes)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The full resolved configuration (for the model card), without secrets."""
+        out: dict[str, Any] = {}
+        for part in (self.script, self.model, self.training):
+            if part is None:
+                continue
+            values = part.to_dict() if hasattr(part, "to_dict") else dict(vars(part))
+            out.update({k: v for k, v in values.items() if "token" not in k})
+        return out
+
+
+def _flags(overrides: dict[str, Any]) -> list[str]:
+    argv: list[str] = []
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if isinstance(value, (list, tuple)):
+            argv += [f"--{key}", *map(str, value)]
+        else:
+            argv += [f"--{key}", str(value).lower() if isinstance(value, bool) else str(value)]
+    return argv
+
+
+def device_overrides() -> dict[str, Any]:
+    """On a machine without a GPU: train on CPU in fp32 (TRL defaults to bf16 mixed precision, which needs a GPU)."""
+    import torch
+
+    if torch.cuda.is_available() or (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        return {}
+    return {"use_cpu": True, "bf16": False}
+
+
+def parse_config(recipe: Recipe, overrides: dict[str, Any] | None = None, extra_args: list[str] | None = None) -> ParsedConfig:
+    """Recipe YAML + overrides -> TRL dataclasses. Unknown keys (in the YAML or the overrides) raise RecipeError.
+
+    On a CPU-only machine ``use_cpu``/``bf16`` are set unless the overrides set them.
+    """
+    module = importlib.import_module(PARSERS[recipe.trainer])
+    parser = module.make_parser()
+    merged = {**(device_overrides() if recipe.trainer != "refine_lm" else {}), **(overrides or {})}
+    argv = ["--config", str(recipe.config_path), *_flags(merged), *(extra_args or [])]
+    parsed = parser.parse_args_and_config(argv, return_remaining_strings=True, separate_remaining_strings=True)
+    *parts, from_config, from_cli = parsed
+    if from_config or from_cli:
+        raise RecipeError(f"recipe '{recipe.name}': keys unknown to `trl {recipe.trainer}`: {from_config + from_cli}")
+    parts += [None] * (4 - len(parts))
+    return ParsedConfig(*parts[:4])
+
+
+def check_model(recipe: Recipe, model: str, chat_template_path: str | None = None) -> None:
+    """Fail early on a model that cannot run the recipe (missing folder, no chat template for a chat recipe)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    try:
+        AutoConfig.from_pretrained(model)
+    except (OSError, ValueError) as err:
+        raise RecipeError(f"cannot load model '{model}': {err}") from err
+    if recipe.chat and not chat_template_path:
+        tok = AutoTokenizer.from_pretrained(model)
+        if not getattr(tok, "chat_template", None):
+            raise RecipeError(
+                f"recipe '{recipe.name}' trains on chat messages but model '{model}' has no chat template; "
+                "use an instruct/chat model or give one with --set chat_template_path=FILE"
+            )
+
+
+def last_checkpoint(checkpoint_dir: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    if not Path(checkpoint_dir).is_dir():
+        return None
+    return get_last_checkpoint(str(checkpoint_dir))
+
+
+def _reward_funcs(names: list[str] | None) -> list[Any]:
+    """Resolve ``reward_funcs`` like ``trl grpo`` does (TRL's built-in names or dotted import paths)."""
+    from trl import rewards as trl_rewards
+
+    funcs = []
+    for name in names or []:
+        if hasattr(trl_rewards, name) and "." not in name:
+            funcs.append(getattr(trl_rewards, name))
+            continue
+        if "." not in name:
+            raise RecipeError(f"unknown reward function '{name}': use a TRL reward name or a dotted import path")
+        mod, fn = name.rsplit(".", 1)
+        try:
+            funcs.append(getattr(importlib.import_module(mod), fn))
+        except (ImportError, AttributeError) as err:
+            raise RecipeError(f"cannot import reward function '{name}': {err}") from err
+    if not funcs:
+        raise RecipeError("GRPO recipe has no reward_funcs")
+    return funcs
+
+
+def train(recipe: Recipe, cfg: ParsedConfig, train_data, eval_data=None, resume: bool = True) -> Path:
+    """Train and save the final model (or LoRA adapter) to ``cfg.training.output_dir``/../model; return that folder."""
+    if recipe.trainer == "refine_lm":
+        from bias_harness.mitigation.refine_lm import train_refine_lm
+
+        return train_refine_lm(cfg, train_data, eval_data, resume=resume)
+    from trl import get_peft_config
+
+    args = cfg.training
+    model_init_kwargs = dict(revision=cfg.model.model_revision, trust_remote_code=args.trust_remote_code,
+                             attn_implementation=cfg.model.attn_implementation, dtype=cfg.model.dtype)  # fmt: skip
+    if args.model_init_kwargs:
+        model_init_kwargs.update(args.model_init_kwargs)
+    args.model_init_kwargs = {k: v for k, v in model_init_kwargs.items() if v is not None}
+    common = dict(
+        model=cfg.model.model_name_or_path,
+        args=args,
+        train_dataset=train_data,
+        eval_dataset=eval_data if args.eval_strategy != "no" else None,
+        peft_config=get_peft_config(cfg.model),
+    )
+    if recipe.trainer == "sft":
+        from trl import SFTTrainer
+
+        trainer = SFTTrainer(**common)
+    else:
+        from trl import GRPOTrainer
+
+        trainer = GRPOTrainer(reward_funcs=_reward_funcs(cfg.script.reward_funcs), **common)
+    checkpoint = last_checkpoint(Path(args.output_dir)) if resume else None
+    if checkpoint:
+        log.info("resuming %s from %s", recipe.name, checkpoint)
+    trainer.train(resume_from_checkpoint=checkpoint)
+    final = Path(args.output_dir).parent / "model"
+    trainer.save_model(str(final))
+    if trainer.processing_class is not None:
+        trainer.processing_class.save_pretrained(str(final))
+    trainer.state.save_to_json(str(final / "trainer_state.json"))
+    return final
+
+
+def is_adapter(folder: str | Path) -> bool:
+    return (Path(folder) / "adapter_config.json").is_file()
+
+
+def run_trl_cli(argv: list[str]) -> int:  # pragma: no cover - thin passthrough used in docs
+    """``python -m bias_harness.mitigation.train sft --config ...`` == ``trl sft --config ...``."""
+    from trl.cli.main import main
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return main(argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(run_trl_cli(sys.argv[1:]))

@@ -1,0 +1,232 @@
+"""Each recipe end to end on a tiny random model: data -> eval base -> a few steps -> eval trained -> card -> reload.
+
+Small budgets everywhere (2 steps, --limit 2, a few generated tokens): these tests prove the plumbing and that
+the card holds the run's own numbers, not that a recipe reduces bias.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import datasets
+import pytest
+import torch
+
+from bias_harness.mitigation import pipeline
+from bias_harness.mitigation.evaluate import metric_rows
+from bias_harness.mitigation.model_card import _ci, _num
+
+SFT_SMALL = {"eval_strategy": "no", "max_length": 128, "per_device_train_batch_size": 2, "save_steps": 1, "logging_steps": 1}
+
+
+def _assert_card_matches_run(out: Path) -> None:
+    """Every before/after row of the card is the value lm-eval wrote for this run."""
+    before = json.loads((out / "eval" / "before.json").read_text())
+    after = json.loads((out / "eval" / "after.json").read_text())
+    card = (out / "model" / "README.md").read_text()
+    rows = metric_rows(before, after)
+    assert rows, "no metrics in the card"
+    for r in rows:
+        assert f"| {r.task} | {r.metric} | {r.filter} | {_num(r.before)}{_ci(r.before_ci)} | {_num(r.after)}{_ci(r.after_ci)} |" in card
+    assert before["settings"] == after["settings"]  # same evaluation settings for both models
+    summary = json.loads((out / "model" / "bias_harness_mitigation.json").read_text())
+    assert summary["before"] == before and summary["after"] == after
+
+
+def _params_differ(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return any(not torch.equal(sa[k], sb[k]) for k in sa if k in sb and sa[k].dtype.is_floating_point)
+
+
+def test_sft_recipe_end_to_end_with_dry_run_and_resume(tiny_causal_lm: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from bias_harness.mitigation.recipes import get_recipe
+    from bias_harness.mitigation.train import parse_config, train
+
+    out = tmp_path / "run"
+    opts = pipeline.MitigateOptions(
+        recipe="multiagent_sft_full", model=tiny_causal_lm, output=out, eval_tasks=["multiagent_detect"], limit=2,
+        gen_kwargs="max_gen_toks=4", overrides={**SFT_SMALL, "max_steps": 2, "learning_rate": 1e-2}, max_train_rows=4,
+        dry_run=tmp_path / "upload",
+    )  # fmt: skip
+    result = pipeline.run(opts)
+    _assert_card_matches_run(out)
+    upload = sorted(p.relative_to(tmp_path / "upload") for p in (tmp_path / "upload").rglob("*") if p.is_file())
+    assert upload == sorted(p.relative_to(result.model_dir) for p in result.model_dir.rglob("*") if p.is_file())
+    trained = AutoModelForCausalLM.from_pretrained(result.model_dir)
+    assert _params_differ(trained, AutoModelForCausalLM.from_pretrained(tiny_causal_lm))
+    assert json.loads((result.model_dir / "trainer_state.json").read_text())["global_step"] == 2
+
+    # Interrupted run: training again with a larger budget resumes from the last checkpoint (step 2).
+    recipe = get_recipe("multiagent_sft_full")
+    cfg = parse_config(recipe, {**SFT_SMALL, "max_steps": 3, "model_name_or_path": tiny_causal_lm,
+                                "output_dir": str(out / "checkpoints"), "dataset_name": str(out / "data")})  # fmt: skip
+    data = datasets.load_dataset(str(out / "data"))
+    with caplog.at_level(logging.INFO, logger="bias_harness.mitigation.train"):
+        train(recipe, cfg, data["train"])
+    assert "resuming multiagent_sft_full from" in caplog.text and "checkpoint-2" in caplog.text
+    assert json.loads((result.model_dir / "trainer_state.json").read_text())["global_step"] == 3
+
+
+def test_lora_recipe_saves_an_adapter_and_evaluates_it(tiny_causal_lm: str, tmp_path: Path) -> None:
+    from peft import AutoPeftModelForCausalLM
+
+    out = tmp_path / "run"
+    result = pipeline.run(pipeline.MitigateOptions(
+        recipe="stop_align", model=tiny_causal_lm, output=out, limit=2, gen_kwargs="max_gen_toks=2",
+        overrides={**SFT_SMALL, "max_steps": 1, "use_peft": True, "lora_r": 2, "lora_alpha": 4, "warmup_steps": 0},
+        max_train_rows=2,
+    ))  # fmt: skip
+    assert (result.model_dir / "adapter_config.json").is_file()
+    _assert_card_matches_run(out)
+    assert result.after["model_args"] == {"pretrained": tiny_causal_lm, "peft": str(result.model_dir)}
+    assert result.after["settings"]["tasks"] == ["stop"]
+    card = (result.model_dir / "README.md").read_text()
+    assert "library_name: peft" in card and "LoRA adapter" in card
+    assert AutoPeftModelForCausalLM.from_pretrained(result.model_dir) is not None
+
+
+def test_grpo_recipe_rewards_see_twins(tiny_causal_lm: str, tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    out = tmp_path / "run"
+    result = pipeline.run(pipeline.MitigateOptions(
+        recipe="counterfactual_grpo", model=tiny_causal_lm, output=out, eval_tasks=["demet"], limit=2,
+        gen_kwargs="max_gen_toks=2", max_train_rows=4,
+        overrides={"max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 2, "max_completion_length": 4,
+                   "logging_steps": 1, "save_steps": 1},
+    ))  # fmt: skip
+    _assert_card_matches_run(out)
+    logs = json.loads((result.model_dir / "trainer_state.json").read_text())["log_history"]
+    # the twin of each prompt was in the same generation batch, so the consistency reward was computed (not NaN/None)
+    assert any(isinstance(h.get("rewards/counterfactual_consistency/mean"), float) for h in logs)
+    assert AutoModelForCausalLM.from_pretrained(result.model_dir) is not None
+
+
+# ------------------------------------------------------------------------------------------- scd (mini data)
+
+
+@pytest.fixture
+def mini_scd_data(tmp_path: Path) -> Path:
+    """contact_scd built by the contact builder's own functions from 2 descriptors per axis (not the 100k grid)."""
+    from bias_harness.datasets_src import contact
+    from bias_harness.datasets_src.raw import fetch
+
+    builder = contact.ContactSCDBuilder()
+    descriptors = contact.read_descriptors(fetch(builder.raw_files["descriptors"]))
+    keep, seen = [], {}
+    for d in descriptors:
+        if seen.get(d.axis, 0) < 1:
+            keep.append(d)
+            seen[d.axis] = seen.get(d.axis, 0) + 1
+    rows = [contact.scd_example(r) for r in contact.generate_grid(keep, scales=("certainty", "likelihood"))]
+    root = tmp_path / "datasets"
+    folder = root / "contact_scd" / "setting3"
+    folder.mkdir(parents=True)
+    for split in ("train", "test"):
+        part = [r for r in rows if contact.scd_split(r, 3) == split]
+        datasets.Dataset.from_list(part).to_parquet(str(folder / f"{split}-00000-of-00001.parquet"))
+    (root / "contact_scd" / "README.md").write_text(
+        "---\nconfigs:\n- config_name: setting3\n  data_files:\n  - split: train\n    path: setting3/train-*.parquet\n"
+        "  - split: test\n    path: setting3/test-*.parquet\n---\nmini copy for tests\n"
+    )
+    return root
+
+
+def test_scd_recipe_trains_on_setting_and_evaluates_held_out(tiny_causal_lm: str, tmp_path: Path, mini_scd_data: Path) -> None:
+    out = tmp_path / "run"
+    result = pipeline.run(pipeline.MitigateOptions(
+        recipe="scd", model=tiny_causal_lm, output=out, setting=3, limit=6, max_train_rows=4, data_dir=str(mini_scd_data),
+        overrides={**SFT_SMALL, "max_steps": 1},
+    ))  # fmt: skip
+    _assert_card_matches_run(out)
+    assert result.before["settings"]["tasks"] == ["scd_heldout"]
+    assert result.before["settings"]["metadata"]["scd_setting"] == 3
+    assert result.before["n_samples"]["scd_heldout"]["effective"] == 6
+    from bias_harness.mitigation.recipes import scd_heldout_docs
+
+    # setting 3 trains on certainty prompts (paired with the unbiased option) and holds out the other scales
+    source = datasets.load_dataset(str(mini_scd_data / "contact_scd"), "setting3")["train"]
+    train = datasets.load_dataset(str(out / "data"))["train"]
+    assert set(source["scale"]) == {"certainty"}
+    assert [m[0]["content"] for m in train["messages"]] == source["prompt"][:4]
+    assert [m[1]["content"] for m in train["messages"]] == source["completion"][:4]
+
+    docs = scd_heldout_docs(scd_setting=3, data_dir=str(mini_scd_data))["test"]
+    assert set(docs["scale"]) == {"likelihood"} and all(q.startswith(p) for q, p in zip(docs["query"], docs["prompt"]))
+
+
+# ------------------------------------------------------------------------------------------- refine_lm
+
+
+def build_tiny_mlm(folder: Path) -> Path:
+    """A random 2-layer BertForMaskedLM with a WordLevel `tokenizers` tokenizer (BERT special tokens)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
+
+    torch.manual_seed(0)
+    words = ("Mary John Cynthia Timothy Emma man woman got off the flight to visit was an accountant can never be a . , "
+             "The der die das ist war ein eine Mann Frau und nicht").split()  # fmt: skip
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab = {t: i for i, t in enumerate(specials + sorted(set(words)))}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])]
+    )
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]")  # fmt: skip
+    cfg = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                     max_position_embeddings=256)  # fmt: skip
+    BertForMaskedLM(cfg).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def test_refine_lm_identity_layer_is_the_base_model(tmp_path: Path) -> None:
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from bias_harness.mitigation.refine_lm import RefineLMForMaskedLM, bias_c
+
+    base_dir = build_tiny_mlm(tmp_path / "mlm")
+    base = AutoModelForMaskedLM.from_pretrained(base_dir)
+    tok = AutoTokenizer.from_pretrained(base_dir)
+    refined = RefineLMForMaskedLM.from_base(base, topk=5)
+    enc = tok(["Mary got off the flight . [MASK] was an accountant ."], return_tensors="pt")
+    with torch.no_grad():
+        expect = base(**enc).logits.log_softmax(-1)
+        got = refined(**enc).logits
+    assert torch.allclose(got, expect, atol=1e-5)
+    # C(tau) by hand: P(x1|.) = .6,.4 (a) and .3,.3 (not a); P(x2|.) = .2,.2 and .5,.5
+    p = {"q12": torch.tensor([[0.6, 0.2]]), "q21": torch.tensor([[0.4, 0.2]]),
+         "q12_neg": torch.tensor([[0.3, 0.5]]), "q21_neg": torch.tensor([[0.3, 0.5]])}  # fmt: skip
+    # B(x1) = .5 - .3 = .2 ; B(x2) = .2 - .5 = -.3 ; C = .5 * (.2 + .3) = .25
+    assert float(bias_c(p)[0]) == pytest.approx(0.25)
+
+
+def test_refine_lm_recipe_end_to_end(tmp_path: Path) -> None:
+    from transformers import AutoModelForMaskedLM
+
+    from bias_harness.mitigation.refine_lm import RefineLMForMaskedLM
+
+    base_dir = build_tiny_mlm(tmp_path / "mlm")
+    out = tmp_path / "run"
+    result = pipeline.run(pipeline.MitigateOptions(
+        recipe="refine_lm", model=str(base_dir), output=out, eval_tasks=["stereoset_de_intra"], limit=4, max_train_rows=8,
+        overrides={"max_steps": 2, "per_device_train_batch_size": 4, "topk": 40, "learning_rate": 0.5, "save_steps": 1,
+                   "logging_steps": 1},
+    ))  # fmt: skip
+    _assert_card_matches_run(out)
+    assert result.after["settings"]["model_type"] == "hf-mlm"
+    metrics = {r.metric for r in metric_rows(result.before, result.after)}
+    assert {"lms", "ss", "icat"} <= metrics
+    loaded = AutoModelForMaskedLM.from_pretrained(result.model_dir)  # base + layer in one call
+    assert isinstance(loaded, RefineLMForMaskedLM)
+    assert not torch.allclose(loaded.debias.weight, torch.eye(loaded.config.topk))  # the layer was trained
+    base = AutoModelForMaskedLM.from_pretrained(base_dir)
+    assert not _params_differ(loaded.base, base)  # the masked LM stayed frozen
+    state = json.loads((result.model_dir / "trainer_state.json").read_text())
+    assert state["global_step"] == 2 and "unqover_test_reward_after" in state
