@@ -58,6 +58,16 @@ def get_mask_span(instance: Any) -> tuple[int, int] | None:
     return getattr(instance, MASK_SPAN_ATTR, None)
 
 
+def _register_local_architectures(pretrained: str) -> None:
+    """Models saved by our mitigation recipes (``model_type: refine_lm``) register their architecture on import."""
+    import json
+    from pathlib import Path
+
+    cfg = Path(pretrained) / "config.json"
+    if cfg.is_file() and json.loads(cfg.read_text(encoding="utf-8")).get("model_type") == "refine_lm":
+        import bias_harness.mitigation.refine_lm  # noqa: F401
+
+
 @dataclass(frozen=True)
 class MaskedCopy:
     """One model input: ``ids`` with a mask at ``pos`` whose true token is ``target``; it belongs to request ``owner``."""
@@ -221,6 +231,7 @@ class HFMaskedLM(LM):
             device = "cuda" if torch.cuda.is_available() else "cpu"
         if isinstance(pretrained, str):
             load = {"trust_remote_code": bool(trust_remote_code), **({"revision": revision} if revision else {})}
+            _register_local_architectures(pretrained)
             model = AutoModelForMaskedLM.from_pretrained(pretrained, dtype=_dtype(dtype), **load)
             tok = tokenizer if tokenizer is not None and not isinstance(tokenizer, str) else AutoTokenizer.from_pretrained(tokenizer or pretrained, **load)
         else:
