@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job, from a fresh checkout: set up, build the DeMET datasets from the authors' raw files,
-# prepare the packaged SmolLM2-135M-Instruct, evaluate DeMET on a balanced subset, write the report.
+# prepare the packaged SmolLM2-135M-Instruct, evaluate DeMET (generation + log-likelihood) on a balanced subset,
+# write the report.
 #   OUT=runs/demo LIMIT=522 bash scripts/demo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,7 @@ LIMIT=${LIMIT:-522}   # slots 0-1 of every scenario x relationship type: complet
 BH=.venv/bin/bias-harness
 $BH data build demet
 MODEL=$($BH models prepare smollm2)
-$BH eval --model hf --model_args "pretrained=$MODEL,dtype=float32" --tasks demet \
+$BH eval --model hf --model_args "pretrained=$MODEL,dtype=float32" --tasks demet,demet_mc \
   --apply_chat_template --batch_size 32 --device cpu --limit "$LIMIT" --seed 0 \
   --output_path "$OUT" --log_samples
 $BH report "$OUT" --out "$OUT/report"
