@@ -230,3 +230,21 @@ def test_refine_lm_recipe_end_to_end(tmp_path: Path) -> None:
     assert not _params_differ(loaded.base, base)  # the masked LM stayed frozen
     state = json.loads((result.model_dir / "trainer_state.json").read_text())
     assert state["global_step"] == 2 and "unqover_test_reward_after" in state
+
+
+def test_scd_recipe_evaluates_lm_evals_bbq_on_local_copy(tiny_causal_lm: str, tmp_path: Path, mini_scd_data: Path) -> None:
+    """The paper's BBQ transfer check, offline: lm-eval's own BBQ task on the local partial copy, before and after."""
+    from bias_harness.plugins.contact_bbq import write_bbq_local_task
+
+    bbq_dir = tmp_path / "bbq_task"
+    write_bbq_local_task(bbq_dir)
+    out = tmp_path / "run"
+    result = pipeline.run(pipeline.MitigateOptions(
+        recipe="scd", model=tiny_causal_lm, output=out, setting=3, limit=4, max_train_rows=4, data_dir=str(mini_scd_data),
+        overrides={**SFT_SMALL, "max_steps": 1}, eval_tasks=["scd_heldout", "bbq_local"], include_path=[str(bbq_dir)],
+    ))  # fmt: skip
+    _assert_card_matches_run(out)
+    for side in (result.before, result.after):
+        assert side["settings"]["tasks"] == ["scd_heldout", "bbq_local"]
+        assert side["n_samples"]["bbq_local"]["effective"] == 4
+        assert 0.0 <= side["results"]["bbq_local"]["acc,none"] <= 1.0

@@ -36,6 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", type=Path, nargs="?", const=Path("hub_upload"), default=None, metavar="DIR",
                    help="write the exact upload folder to DIR (default ./hub_upload) and upload nothing")
     p.add_argument("--eval-tasks", default=None, help="comma-separated lm-eval tasks (default: the recipe's)")
+    p.add_argument("--include-path", action="append", default=[], metavar="DIR",
+                   help="extra lm-eval task folder for --eval-tasks (repeatable), e.g. the local BBQ task of "
+                        "`python -m bias_harness.plugins.contact_bbq --out DIR`")
     p.add_argument("--limit", type=_limit, default=None, help="evaluate on the first N docs per task (or a fraction)")
     p.add_argument("--setting", type=int, default=None, help="scd: the paper's fine-tuning setting 1..8")
     p.add_argument("--provider", choices=["local", "openai"], default="local",
@@ -109,7 +112,7 @@ def _run(args: argparse.Namespace) -> int:
             limit=args.limit, setting=args.setting, overrides=dict(args.overrides), max_train_rows=args.max_train_rows,
             skip_eval=args.skip_eval, batch_size=args.batch_size, eval_metadata=args.metadata, gen_kwargs=args.gen_kwargs,
             push_to=args.push_to, private=args.private, dry_run=args.dry_run, resume=not args.no_resume,
-            command=_command(args),
+            include_path=[str(p) for p in args.include_path], command=_command(args),
         ))  # fmt: skip
     except RecipeError as err:
         print(f"error: {err}", file=sys.stderr)
