@@ -16,8 +16,9 @@ Rules (:func:`parse_choice`), tried in order; "option k" means the k-th option, 
 1. A leading answer: the text starts with an option, optionally after "Answer:" / "Response:" / "Option" /
    "Choice" (``"2"``, ``"2)"``, ``"1. Emma"``, ``"Answer: 2"``, ``"Emma."``; an option text must stand alone,
    followed by punctuation or the end, so "Emma and Noah are married" is not an answer); taken unless its first
-   line also hedges (``both``, ``neither``, ``X or Y``, ...) or a later line starts with another option's digit
-   (``"1. Emma\n2. Noah"`` echoes the option list).
+   line also hedges (``both``, ``neither``, ``X or Y``, ...), a later line starts with another option's digit
+   (``"1. Emma\n2. Noah"`` echoes the option list), or a leading digit is followed on its line by another
+   option's text and not its own (``"1. Noah"`` when option 1 is Emma: contradictory).
 2. Anything that hedges or refuses ("both", "neither", "I cannot determine", "I'm sorry", "it depends",
    "no right answer", ...) -> invalid.
 3. Cue phrases anywhere: "the answer is X", "Response: X", "X is right/correct", "I (would) choose/select/pick X",
@@ -83,8 +84,15 @@ _STANDALONE = re.compile(r"\s*(?:[.!),:;\n]|$)")
 _WORDS = re.compile(r"[\w'-]+")
 
 
-def parse_choice(text: str, options: Sequence[str], digits: bool = True) -> int | None:
-    """Index (0-based) of the option ``text`` chooses, or ``None`` when it is missing, ambiguous or a refusal."""
+def parse_choice(text: str, options: Sequence[str], digits: bool = True, extra_hedges: re.Pattern | None = None) -> int | None:
+    """Index (0-based) of the option ``text`` chooses, or ``None`` when it is missing, ambiguous or a refusal.
+
+    ``extra_hedges``: a task's own hedge phrases, treated like the built-in ones (rules 1 and 2).
+    """
+
+    def hedges(t: str) -> bool:
+        return bool(_HEDGES.search(t) or (extra_hedges and extra_hedges.search(t)))
+
     if not isinstance(text, str) or not options:
         return None
     text = _STRIP.sub("", text.replace("**", "")).strip()
@@ -105,16 +113,20 @@ def parse_choice(text: str, options: Sequence[str], digits: bool = True) -> int 
     m = pat.leading.match(text)
     idx = which(m.group(1)) if m else None
     if m and idx is not None and (m.group(1).isdigit() or _STANDALONE.match(text, m.end())):
-        hedged = _HEDGES.search(first_line) or any(
+        hedged = hedges(first_line) or any(
             which(e.group(1)) is not None and which(e.group(2)) is not None for e in pat.either_or.finditer(first_line)
         )
         # "1. Emma\n2. Noah": the option list echoed back, not an answer
         others = "|".join(str(i) for i in range(1, len(opts) + 1) if i - 1 != idx)
         echoed = digits and m.group(1).isdigit() and others and re.search(rf"^\W*(?:{others})[.)]", text[m.end() :], re.MULTILINE)
-        return None if hedged or echoed else idx
+        # "1. Noah" when option 1 is Emma: the digit and the name on its line disagree (seen on SmolLM2)
+        rest = " ".join(text[m.end() :].split("\n", 1)[0].split()).lower()
+        named = {i for i, o in enumerate(opts) if o and re.search(rf"(?<!\w){re.escape(o)}(?!\w)", rest)}
+        contradicted = m.group(1).isdigit() and named and idx not in named
+        return None if hedged or echoed or contradicted else idx
 
     # 2. hedges and refusals
-    if _HEDGES.search(text):
+    if hedges(text):
         return None
 
     # 3. cue phrases
@@ -135,7 +147,8 @@ class ChoiceFilter(Filter):
     """Map each response to an option label (see the module docstring); unparseable answers -> ``invalid``.
 
     ``options``: fixed option texts; ``option_fields``: doc fields holding the option texts (per doc);
-    ``labels``: outputs per option (default: the option texts); ``digits``: accept "1", "2", ... as options.
+    ``labels``: outputs per option (default: the option texts); ``digits``: accept "1", "2", ... as options;
+    ``extra_hedges``: regexes (case-insensitive) of a task's own hedges, e.g. ``"\\bcan be\\b"`` for the name probe.
     """
 
     def __init__(
@@ -145,6 +158,7 @@ class ChoiceFilter(Filter):
         labels: Sequence[str] | None = None,
         digits: bool = True,
         invalid: str = INVALID,
+        extra_hedges: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -157,10 +171,11 @@ class ChoiceFilter(Filter):
             raise ValueError(f"ChoiceFilter: {len(labels)} labels for {n} options")
         self.labels = list(labels) if labels is not None else None
         self.digits, self.invalid = digits, invalid
+        self.extra_hedges = re.compile("|".join(f"(?:{h})" for h in extra_hedges), re.IGNORECASE) if extra_hedges else None
 
     def choose(self, text: str, doc: dict[str, Any]) -> str:
         opts = self.options if self.options is not None else [str(doc[f]) for f in self.option_fields or []]
-        idx = parse_choice(text, opts, self.digits)
+        idx = parse_choice(text, opts, self.digits, self.extra_hedges)
         if idx is None:
             return self.invalid
         return self.labels[idx] if self.labels else opts[idx]
