@@ -10,6 +10,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="write a Markdown report with plots from lm-eval results/samples")
     p.add_argument("run_dirs", nargs="+", type=Path, help="folders given to lm-eval's --output_path")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: <first RUN_DIR>/report)")
+    p.add_argument("--summary", type=Path, default=None,
+                   help="Markdown file with a hand-written summary: text before the first '## ' heading goes at the top, "
+                        "text under '## <work>' (section module name, e.g. demet, or its title) at the top of that section")
     p.set_defaults(func=_run)
 
 
@@ -17,6 +20,6 @@ def _run(args: argparse.Namespace) -> int:
     from bias_harness.report import write_report
 
     out = args.out or args.run_dirs[0] / "report"
-    path = write_report(args.run_dirs, out)
+    path = write_report(args.run_dirs, out, summary=args.summary)
     print(path)
     return 0

@@ -62,7 +62,10 @@ def _result_files(run_dirs: tuple[str | Path, ...]) -> list[Path]:
 
 
 def _model_label(cfg: dict[str, Any]) -> str:
-    return f"{cfg.get('model', '?')} ({cfg.get('model_args', '')})"
+    args = cfg.get("model_args", "")
+    if isinstance(args, dict):  # lm-eval 0.4.13 records the parsed dict
+        args = ",".join(f"{k}={v}" for k, v in args.items())
+    return f"{cfg.get('model', '?')} ({args})"
 
 
 def _add_results(run: Run, path: Path, data: dict[str, Any]) -> None:
@@ -71,7 +74,7 @@ def _add_results(run: Run, path: Path, data: dict[str, Any]) -> None:
     cfg = data.get("config", {})
     for task, res in data.get("results", {}).items():
         run.results[task] = res
-        run.model[task] = _model_label(cfg)
+        run.model[task] = short_label(_model_label(cfg))  # for display: no machine-specific paths
         limit = cfg.get("limit")
         run.limit[task] = int(limit) if isinstance(limit, float) and limit.is_integer() else limit
         sample = path.parent / f"samples_{task}_{stamp}.jsonl"
@@ -116,6 +119,22 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def subset_note(run: Run, task: str) -> str:
+    """``"10"`` / ``"10 of 450"`` for a ``--limit`` run, ``"45 of 450 (--samples)"`` for selected documents, else ``""``."""
+    counts = run.n_samples.get(task) or {}
+    eff, orig = counts.get("effective"), counts.get("original")
+    lim = run.limit.get(task)
+    total = f" of {orig}" if orig is not None and eff is not None and eff < orig else ""
+    if lim:
+        return f"{lim}{total}"
+    return f"{eff}{total} (--samples)" if total else ""
+
+
+def short_label(model: str) -> str:
+    """A model label for people: ``pretrained=/some/dir/name`` -> ``pretrained=name`` (no machine-specific paths)."""
+    return re.sub(r"(pretrained=)(?:[^,)]*/)([^,/)]+)", r"\1\2", model)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")[:60] or "model"
 
@@ -124,6 +143,8 @@ def _nest(markdown: str, title: str, subdir: str | None) -> str:
     """A section's Markdown under a per-model heading: drop its own title, demote headings, fix image links."""
     lines = markdown.rstrip().splitlines()
     if lines and lines[0].lstrip("#").strip() == title:
+        lines = lines[1:]
+    while lines and not lines[0].strip():
         lines = lines[1:]
     out = []
     for line in lines:
@@ -135,20 +156,55 @@ def _nest(markdown: str, title: str, subdir: str | None) -> str:
     return "\n".join(out)
 
 
-def write_report(run_dirs: list[str | Path], out_dir: str | Path) -> Path:
-    """Write ``out_dir/README.md`` (+ plots): one section per work; with several models, one sub-section each."""
+def read_summary(path: str | Path) -> dict[str, str]:
+    """A hand-written summary file -> {"": text before the first ``## `` heading, key: text under ``## key``}.
+
+    A key is a section module's name (``demet``, ``stop``, ...) or its TITLE; the text goes at the top of that section.
+    """
+    parts: dict[str, list[str]] = {"": []}
+    key = ""
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            key = line[3:].strip()
+            parts[key] = []
+        else:
+            parts[key].append(line)
+    return {k: "\n".join(v).strip() for k, v in parts.items()}
+
+
+def _summary_for(section: ModuleType, summary: dict[str, str]) -> str:
+    name = section.__name__.rsplit(".", 1)[-1]
+    return summary.get(name) or summary.get(getattr(section, "TITLE", "")) or ""
+
+
+def _with_summary(markdown: str, text: str) -> str:
+    """Put a summary paragraph right after a section's first heading."""
+    if not text:
+        return markdown
+    head, _, body = markdown.partition("\n")
+    return f"{head}\n\n**Summary.** {text}\n{body}"
+
+
+def write_report(run_dirs: list[str | Path], out_dir: str | Path, summary: str | Path | None = None) -> Path:
+    """Write ``out_dir/README.md`` (+ plots): one section per work; with several models, one sub-section each.
+
+    ``summary``: optional Markdown file (see :func:`read_summary`) with a hand-written paragraph per work.
+    """
     runs = load_runs(*run_dirs)
+    notes = read_summary(summary) if summary else {}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     parts = ["# bias-harness report", ""]
+    if notes.get(""):
+        parts += [notes[""], ""]
     parts.append("Runs: " + ", ".join(f"`{p}`" for r in runs.values() for p in r.sources))
     parts.append("")
-    parts.append("Models: " + "; ".join(f"`{m}`" for m in runs))
-    limits = {(m, t): lim for m, r in runs.items() for t, lim in r.limit.items() if lim}
+    parts.append("Models: " + "; ".join(f"`{short_label(m)}`" for m in runs))
+    limits = {(m, t): sub for m, r in runs.items() for t in r.limit if (sub := subset_note(r, t))}
     if limits:
         parts.append("")
-        parts.append("**Subset runs** (`--limit`, first N documents of each task): "
-                     + ", ".join(f"{t}: {lim}" + (f" ({m})" if len(runs) > 1 else "") for (m, t), lim in sorted(limits.items())))
+        parts.append("**Subset runs** (`--limit N`: the first N documents of a task; `--samples`: the listed documents): "
+                     + ", ".join(f"{t}: {sub}" + (f" ({short_label(m)})" if len(runs) > 1 else "") for (m, t), sub in sorted(limits.items())))
     parts.append("")
     covered: dict[str, set[str]] = {m: set() for m in runs}
     for section in sections():
@@ -159,14 +215,14 @@ def write_report(run_dirs: list[str | Path], out_dir: str | Path) -> Path:
         if len(runs) == 1:
             (model, tasks), = present.items()
             covered[model].update(tasks)
-            parts.append(section.render(runs[model], out).rstrip() + "\n")
+            parts.append(_with_summary(section.render(runs[model], out).rstrip(), _summary_for(section, notes)) + "\n")
             continue
-        parts.append(f"## {section.TITLE}\n")
+        parts.append(_with_summary(f"## {section.TITLE}", _summary_for(section, notes)) + "\n")
         for model, tasks in present.items():
             covered[model].update(tasks)
-            sub = _slug(model)
+            sub = _slug(short_label(model))
             (out / sub).mkdir(exist_ok=True)
-            parts.append(f"### {model}\n")
+            parts.append(f"### {short_label(model)}\n")
             parts.append(_nest(section.render(runs[model], out / sub), section.TITLE, sub) + "\n")
     rest = [(m, t) for m, r in runs.items() for t in r.tasks() if t not in covered[m]]
     if rest:
@@ -175,7 +231,7 @@ def write_report(run_dirs: list[str | Path], out_dir: str | Path) -> Path:
         for m, t in rest:
             for k, v in runs[m].results[t].items():
                 if k != "alias" and not k.endswith("_stderr"):
-                    parts.append(f"| {m} | {t} | {k} | {fmt(v)} |")
+                    parts.append(f"| {short_label(m)} | {t} | {k} | {fmt(v)} |")
     path = out / "README.md"
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
     return path

@@ -81,7 +81,7 @@ def _heatmap(path: Path, task: str, table: dict[tuple, dict[str, float]], axes: 
     fig.colorbar(im, ax=ax, label="bias % (no contact)")
     ax.set_title(f"{task}: bias % by axis x scenario (no contact)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # keep the colour-bar label (cut off with one scenario column)
     plt.close(fig)
 
 

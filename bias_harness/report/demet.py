@@ -65,7 +65,8 @@ def _bar_plot(path: Path, labels: list[str], values: list[float], cis: list[tupl
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    vals = [v if isinstance(v, (int, float)) and not math.isnan(v) else 0.0 for v in values]
+    missing = [not isinstance(v, (int, float)) or math.isnan(v) for v in values]
+    vals = [0.0 if miss else float(v) for v, miss in zip(values, missing)]
     err = [[max(0.0, v - lo) if not math.isnan(lo) else 0.0 for v, (lo, _) in zip(vals, cis)],
            [max(0.0, hi - v) if not math.isnan(hi) else 0.0 for v, (_, hi) in zip(vals, cis)]]  # fmt: skip
     fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(labels) + 1), 3.2))
@@ -76,6 +77,14 @@ def _bar_plot(path: Path, labels: list[str], values: list[float], cis: list[tupl
     ax.set_title(title)
     if ylim:
         ax.set_ylim(*ylim)
+    else:  # keep a readable scale when every bias is (near) zero
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(min(lo, -0.25), max(hi, 0.25))
+    # the value on every bar; "no data" where the metric is undefined (no valid answers), instead of a silent 0
+    top = ax.get_ylim()[1]
+    for i, (v, miss) in enumerate(zip(vals, missing)):
+        ax.text(i, 0.04 * top if miss or v <= 0 else v + 0.04 * top, "no data" if miss else f"{v:+.2f}", ha="center", va="bottom", fontsize=8,
+                color="#888888" if miss else "black")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -65,7 +65,7 @@ def _plot(path: Path, rows: list[tuple[str, dict[str, tuple[float, float, float]
     ax.set_title("Bias score, first vs last responses (95% bootstrap CI)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # the title is wider than the axes
     plt.close(fig)
 
 

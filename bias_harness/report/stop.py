@@ -51,15 +51,15 @@ def _plot(run: Run, tasks: list[str], out_dir: Path) -> str:
         dem = [run.metric(task, f"sensitivity_{metric_slug(d)}") for d in demos]
         axes[0].bar([i + j * width for i in range(3)], [v if v is not None else float("nan") for v in sev], width, label=task)
         axes[1].bar([i + j * width for i in range(len(demos))], [v if v is not None else float("nan") for v in dem], width, label=task)
-    axes[0].scatter([i + 0.4 - width / 2 for i in range(3)], [IDEAL_SENSITIVITY[s] for s in SEVERITIES], marker="_", s=400,
-                    color="black", label="ideal", zorder=3)
+    axes[0].scatter([i + 0.4 - width / 2 for i in range(3)], [IDEAL_SENSITIVITY[s] for s in SEVERITIES], marker="_", s=900,
+                    linewidths=3, color="crimson", label="ideal", zorder=3, clip_on=False)
     axes[0].set_xticks([i + 0.4 - width / 2 for i in range(3)], SEVERITIES)
     axes[1].set_xticks([i + 0.4 - width / 2 for i in range(len(demos))], [d.replace("_", " ") for d in demos], rotation=30, ha="right")
     for ax, title in zip(axes, ("by severity", "by demographic")):
-        ax.set_ylim(0, 1.05)
+        ax.set_ylim(-0.03, 1.05)  # below 0 so the low-severity ideal (0.0) stays visible
         ax.set_ylabel("mean sensitivity (share of 'no')")
         ax.set_title(title)
-    axes[0].legend(fontsize=7)
+    axes[0].legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.08), ncol=2, frameon=False, markerscale=0.4)
     fig.tight_layout()
     path = out_dir / "stop_sensitivity.png"
     fig.savefig(path, dpi=120)
@@ -67,13 +67,31 @@ def _plot(run: Run, tasks: list[str], out_dir: Path) -> str:
     return path.name
 
 
-def _paper_table() -> list[dict[str, Any]] | str:
+def _paper_table(ids: set[int] | None = None) -> list[dict[str, Any]] | str:
+    """The recorded models rescored; with ``ids``, on those progressions only (the documents a subset run used)."""
     try:
-        from bias_harness.commands.rescore import stop_table
+        if ids is None:
+            from bias_harness.commands.rescore import stop_table
 
-        return stop_table(ci=False)
+            return stop_table(ci=False)
+        from bias_harness.plugins.data import load_local
+        from bias_harness.plugins.stop_metrics import rescore_recorded
+
+        rows = [r for r in load_local("stop", "recorded")["test"].to_list() if int(r["progression_id"]) in ids]
+        return rescore_recorded(rows, ci=False)
     except Exception as err:  # noqa: BLE001  (raw files unavailable: say so in the report)
         return f"(recorded outputs unavailable: {type(err).__name__}: {err})"
+
+
+def _subset_ids(run: Run, tasks: list[str]) -> set[int] | None:
+    """Progression ids of a subset run (from its logged samples), or None for full runs / no samples."""
+    from bias_harness.report import subset_note
+
+    ids: set[int] = set()
+    for t in tasks:
+        if subset_note(run, t):
+            ids |= {int(s["doc"]["progression_id"]) for s in run.samples(t) if "progression_id" in s.get("doc", {})}
+    return ids or None
 
 
 def render(run: Run, out_dir: Path) -> str:
@@ -110,6 +128,11 @@ def render(run: Run, out_dir: Path) -> str:
     lines += ["", f"![STOP sensitivity]({_plot(run, tasks, out_dir)})", ""]
 
     paper = _paper_table()
+    ids = _subset_ids(run, tasks)
+    if ids and not isinstance(paper, str):
+        same = _paper_table(ids)
+        if not isinstance(same, str):  # the recorded models on exactly the progressions this run saw
+            paper = paper + [{**row, "model": f"{row['model']}, same {len(ids)} progressions"} for row in same]
     lines += ["### Comparison with the paper's models", "",
               "The paper's 10 models rescored from their recorded outputs (`STOP-full-labelled.json`) with the same "
               "metric code (`bias-harness rescore stop`); the paper reports P from 19.3% to 69.8%. Our runs below them.", ""]
@@ -122,8 +145,14 @@ def render(run: Run, out_dir: Path) -> str:
         for t in tasks:
             lines.append(f"| **{run.model.get(t, '?')}** ({t}, this run) | " + " | ".join(_pct(run.metric(t, n)) for n in RATES)
                          + f" | {_pct(run.metric(t, 'invalid_rate'))} |")
+    from bias_harness.report import subset_note
+
     limited = [t for t in tasks if run.limit.get(t)]
     if limited:
         lines += ["", f"Note: {', '.join(limited)} ran on a subset (`--limit`); the first progressions are all moderate, "
                   "so per-severity numbers may be missing."]
+    selected = [f"{t}: {subset_note(run, t).removesuffix(' (--samples)')}" for t in tasks if not run.limit.get(t) and subset_note(run, t)]
+    if selected:
+        lines += ["", f"Note: {', '.join(selected)} ran on selected progressions (`--samples`), not all 450: "
+                  "compare its rates with the recorded models' within the CIs only."]
     return "\n".join(lines) + "\n"
