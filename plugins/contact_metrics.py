@@ -123,19 +123,29 @@ def process_results(doc: dict[str, Any], results: list[tuple[float, bool]]) -> d
     return _results(_item(doc, int(np.argmax(lls))))
 
 
+# Phrasings real models use for the frequency options (seen in SmolLM2 outputs: "Most of the time, ...").
+# Bare "often" is left out on purpose: it also appears in echoes of the question ("How often ...").
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "mostly": ("most of the time", "most often", "usually", "frequently"),
+    "rarely": ("seldom", "hardly ever", "almost never", "rarely ever"),
+}
+
+
 @cache
-def _option_pattern(options: tuple[str, ...]) -> re.Pattern[str]:
-    alternatives = "|".join(re.escape(o) for o in sorted(options, key=len, reverse=True))
-    return re.compile(rf"\b({alternatives})\b", re.IGNORECASE)
+def _option_pattern(options: tuple[str, ...]) -> tuple[re.Pattern[str], dict[str, int]]:
+    phrases = {o.lower(): i for i, o in enumerate(options)}
+    for i, o in enumerate(options):
+        phrases.update({syn: i for syn in SYNONYMS.get(o.lower(), ()) if syn not in phrases})
+    alternatives = "|".join(re.escape(p) for p in sorted(phrases, key=len, reverse=True))
+    return re.compile(rf"\b({alternatives})\b", re.IGNORECASE), phrases
 
 
 def parse_answer(text: str, options: Sequence[str]) -> int | None:
-    """Index of the first option word in ``text`` (case-insensitive, whole words); None when neither appears."""
-    match = _option_pattern(tuple(options)).search(text or "")
-    if not match:
-        return None
-    word = match.group(1).lower()
-    return next(i for i, o in enumerate(options) if o.lower() == word)
+    """Index of the first option (or a listed synonym of it, :data:`SYNONYMS`) in ``text``, case-insensitive,
+    whole words; None when none appears."""
+    pattern, phrases = _option_pattern(tuple(options))
+    match = pattern.search(text or "")
+    return phrases[match.group(1).lower()] if match else None
 
 
 def process_results_gen(doc: dict[str, Any], results: list[str]) -> dict[str, Item]:

@@ -55,6 +55,10 @@ def test_empty_contact_type_is_nan() -> None:
         ("Likely, not unlikely", ["Likely", "Unlikely"], 0),
         ("Rarely. Mostly never.", ["Mostly", "Rarely"], 1),
         ("I cannot answer that.", ["Mostly", "Rarely"], None),
+        ("Most of the time, you should work with them.", ["Mostly", "Rarely"], 0),  # real SmolLM2 phrasing
+        ("Most often.", ["Mostly", "Rarely"], 0),
+        ("Hardly ever, but most of the time later", ["Mostly", "Rarely"], 1),  # first phrase wins
+        ("How often should I? Not sure.", ["Mostly", "Rarely"], None),  # an echo of the question is no answer
         ("", ["Yes", "No"], None),
     ],
 )
