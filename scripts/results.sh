@@ -43,6 +43,7 @@ step_demet() {
   ev smollm2 demet demet_names "" $CHAT   # 30 names x 5 prompts
   ev smollm2 demet demet_mc 522           # slots 0-1: every matched pair, same-gender ones included
   ev gemma3-270m demet demet_mc 522
+  ev smollm2 demet demet_gpt4 720 $CHAT   # slot 0 of the 80 GPT-4 scenarios
 }
 
 # STOP: multi-turn (up to 6 model turns per progression); a stratified 90 of 450 (1:3:1 severities, 9 demographics).
@@ -71,6 +72,9 @@ step_multiagent() {
   ev smollm2 multiagent multiagent_detect 40 $CHAT
   ev smollm2 multiagent multiagent_test_nointeraction 32 $CHAT
   ev smollm2 multiagent multiagent_test_interaction 4 $CHAT
+  ev smollm2 multiagent multiagent_school_leader,multiagent_school_deadline "" $CHAT
+  ev smollm2 multiagent multiagent_test_nointeraction_sr,multiagent_test_nointeraction_sr_ice 8 $CHAT
+  ev smollm2 multiagent multiagent_test_interaction_goal,multiagent_test_interaction_sr 2 $CHAT
 }
 
 step_report() {
