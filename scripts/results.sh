@@ -55,6 +55,9 @@ step_stop() {
 step_stereoset() {
   ev smollm2 stereoset stereoset_de,stereoset_en 200
   ev gemma3-270m stereoset stereoset_de,stereoset_en 200
+  # the seed's reprompting baseline (debiasing instruction prepended), same contexts
+  ev smollm2 stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt 200
+  ev gemma3-270m stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt 200
 }
 
 # Contact: contact_mini is ordered by template cell, then axis, scale and action: --limit 234 = one cell for every
@@ -70,6 +73,7 @@ step_contact() {
 # 160-384-token generations per dialogue), hence 4 scenarios. Detection: the first 40 fine-tune dev examples.
 step_multiagent() {
   ev smollm2 multiagent multiagent_detect 40 $CHAT
+  ev smollm2 multiagent multiagent_nointeraction 10 $CHAT
   ev smollm2 multiagent multiagent_test_nointeraction 32 $CHAT
   ev smollm2 multiagent multiagent_test_interaction 4 $CHAT
   ev smollm2 multiagent multiagent_school_leader,multiagent_school_deadline "" $CHAT
