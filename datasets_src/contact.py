@@ -41,7 +41,7 @@ import pyarrow as pa
 from datasets.table import InMemoryTable
 
 from bias_harness.datasets_src.base import CardInfo, DatasetBuilder
-from bias_harness.datasets_src.raw import RawDataError, RawFile, RawSourceError, fetch, read_csv, validate_records
+from bias_harness.datasets_src.raw import RawDataError, RawFile, RawSourceError, fetch, load_json, read_csv, validate_records
 
 log = logging.getLogger(__name__)
 
@@ -119,10 +119,7 @@ class Descriptor:
 
 def read_descriptors(path: Path) -> list[Descriptor]:
     """HolisticBias ``descriptors.json`` -> descriptors in file order (plain strings get preference ``no_data``)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise RawDataError(path, f"line {err.lineno}", "<json>", f"not valid JSON: {err.msg}") from err
+    data = load_json(path)
     if not isinstance(data, dict):
         raise RawDataError(path, "top level", "<json>", f"expected {{axis: {{bucket: [descriptors]}}}}, got {type(data).__name__}")
     flat: list[dict[str, Any]] = []

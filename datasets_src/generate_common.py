@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from bias_harness.datasets_src.raw import RawDataError, validate_records
+from bias_harness.datasets_src.raw import RawDataError, load_jsonl, validate_records
 
 log = logging.getLogger(__name__)
 
@@ -330,15 +330,7 @@ class Store:
         path = self.folder / (config or self.config) / SPLIT_FILE
         if not path.is_file():
             return []
-        rows = []
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, start=1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError as err:
-                        raise RawDataError(path, f"line {lineno}", "<json>", f"not valid JSON: {err.msg}") from err
-        return rows
+        return load_jsonl(path)
 
     def append(self, records: list[dict[str, Any]], index_field: str | None = None) -> tuple[int, int]:
         """Add records whose ``id`` is not there yet; returns (added, already present). Atomic under a lock.

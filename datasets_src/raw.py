@@ -163,19 +163,16 @@ def read_csv(path: Path, schema: dict[str, Any], id_field: str | None = None) ->
     return validate_records(rows, schema, path, id_field, row_label="row")
 
 
-def read_json(path: Path, schema: dict[str, Any], id_field: str | None = None) -> list[dict[str, Any]]:
-    """Read a JSON array of records and validate each one."""
+def load_json(path: Path) -> Any:
+    """Parse a JSON file; a syntax error is a :class:`RawDataError` naming the file and line."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise RawDataError(path, f"line {err.lineno}", "<json>", f"not valid JSON: {err.msg}") from err
-    if not isinstance(data, list):
-        raise RawDataError(path, "top level", "<json>", f"expected a JSON array of records, got {type(data).__name__}")
-    return validate_records(data, schema, path, id_field)
 
 
-def read_jsonl(path: Path, schema: dict[str, Any], id_field: str | None = None) -> list[dict[str, Any]]:
-    """Read JSON Lines (blank lines skipped) and validate each record; line numbers name the records."""
+def load_jsonl(path: Path) -> list[Any]:
+    """Parse JSON Lines (blank lines skipped); a bad line is a :class:`RawDataError` naming file and line."""
     records = []
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
@@ -185,4 +182,17 @@ def read_jsonl(path: Path, schema: dict[str, Any], id_field: str | None = None) 
                 records.append(json.loads(line))
             except json.JSONDecodeError as err:
                 raise RawDataError(path, f"line {lineno}", "<json>", f"not valid JSON: {err.msg}") from err
-    return validate_records(records, schema, path, id_field, row_label="line")
+    return records
+
+
+def read_json(path: Path, schema: dict[str, Any], id_field: str | None = None) -> list[dict[str, Any]]:
+    """Read a JSON array of records and validate each one."""
+    data = load_json(path)
+    if not isinstance(data, list):
+        raise RawDataError(path, "top level", "<json>", f"expected a JSON array of records, got {type(data).__name__}")
+    return validate_records(data, schema, path, id_field)
+
+
+def read_jsonl(path: Path, schema: dict[str, Any], id_field: str | None = None) -> list[dict[str, Any]]:
+    """Read JSON Lines (blank lines skipped) and validate each record; line numbers name the records."""
+    return validate_records(load_jsonl(path), schema, path, id_field, row_label="line")
