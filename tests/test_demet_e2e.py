@@ -82,6 +82,21 @@ def test_woman_preferring_model_gives_known_biases():
     assert s["filtered_resps"] == ["NAME1"] and s["doc"]["name1"] in NAMES["woman"]
 
 
+def test_neutral_preferring_model_eq2_is_mean_of_absolute_biases():
+    """The issue's bar: a model preferring neutral > woman > man (else NAME1). Limit 261 = slot 0, 29 matched pairs
+    per pair type. B(woman, man) = +1 - (-1) = +2 (woman chosen in both orders), B(woman, neutral) = -1 - (+1) = -2
+    (neutral chosen), B(neutral, man) = +2; Eq. 2 = (|2| + |-2| + |2|) / 3 = 2.0 (a signed mean would give 2/3), on
+    every topic and scenario type too; every bootstrap resample gives the same values."""
+    rank = {"neutral": 0, "woman": 1, "man": 2}
+    lm = scripted_lm(lambda ctx: "1" if rank[LIST_OF[_names(ctx)[0]]] <= rank[LIST_OF[_names(ctx)[1]]] else "2")
+    m = _metrics(_run(lm, ["demet"], 261), "demet")
+    assert (m["pair_bias_woman_man"], m["pair_bias_woman_neutral"], m["pair_bias_neutral_man"]) == (2.0, -2.0, 2.0)
+    assert m["mixed_gender_bias"] == 2.0 and (m["mixed_gender_bias_ci_lo"], m["mixed_gender_bias_ci_hi"]) == (2.0, 2.0)
+    assert m["mixed_gender_bias_egalitarian"] == m["mixed_gender_bias_traditional"] == m["mixed_gender_bias_topic_money"] == 2.0
+    assert (m["pair_bias_woman_neutral_ci_lo"], m["pair_bias_woman_neutral_ci_hi"]) == (-2.0, -2.0)
+    assert m["mcnemar_p_woman_neutral"] == pytest.approx(2 * 0.5**29) and m["n_invalid"] == 0
+
+
 def test_position_biased_model_on_gpt4_set():
     """Always answers "1": every score is -1, so every pair bias is 0, no discordant pair (p = 1), no invalid."""
     lm = scripted_lm(lambda ctx: "1")
