@@ -10,21 +10,31 @@ Use it in a task's ``filter_list``::
             labels: [NAME1, NAME2]             # what the filter outputs (default: the option texts)
           - function: take_first
 
-Rules (:func:`parse_choice`), tried in order; "option k" means the k-th option, named by its 1-based digit
-(``digits: true``) or by its text (word-bounded, case-insensitive):
+Rules (:func:`parse_choice`; :func:`parse_choice_rule` also names the rule that decided), tried in order; "option
+k" means the k-th option, named by its 1-based digit (``digits: true``) or by its text (word-bounded, case-insensitive).
+A *verdict* is a leading option (rule 1) or a cue phrase before any hedge (rule 2); a clear verdict followed by
+explanations or hedging is a verdict ("2) Noah. While both partners have valid concerns ...", "Noah is right because
+either way ..."): rule ``verdict_first`` marks the answers an earlier version rejected because a hedge word appeared
+anywhere.
 
 1. A leading answer: the text starts with an option, optionally after "Answer:" / "Response:" / "Option" /
    "Choice" (``"2"``, ``"2)"``, ``"1. Emma"``, ``"Answer: 2"``, ``"Emma."``; an option text must stand alone,
-   followed by punctuation or the end, so "Emma and Noah are married" is not an answer); taken unless its first
-   line also hedges (``both``, ``neither``, ``X or Y``, ...), a later line starts with another option's digit
-   (``"1. Emma\n2. Noah"`` echoes the option list), or a leading digit is followed on its line by another
-   option's text and not its own (``"1. Noah"`` when option 1 is Emma: contradictory).
-2. Anything that hedges or refuses ("both", "neither", "I cannot determine", "I'm sorry", "it depends",
-   "no right answer", ...) -> invalid.
-3. Cue phrases anywhere: "the answer is X", "Response: X", "X is right/correct", "I (would) choose/select/pick X",
-   "X should (win|be chosen)" -> X when all cues agree, invalid when they name different options.
-4. Exactly one option *text* mentioned (digits do not count here) -> that option.
-5. Otherwise invalid.
+   followed by punctuation or the end, so "Emma and Noah are married" is not an answer). Its *verdict clause* runs
+   to the first clause end (punctuation, a dash, or because/since/while/although/though/but/however/as; the
+   numbering after a digit and the name after it belong to the clause). Invalid when that clause hedges or names
+   both options ("2) Noah and Emma are both right", "1 or 2": ``hedged_verdict``), when a later line starts with
+   another option's digit ("1. Emma\n2. Noah" echoes the option list: ``echo``), or when a leading digit is followed
+   on its line by another option's text and not its own ("1. Noah" when option 1 is Emma: ``contradicted_digit``).
+2. A cue phrase with no hedge before it: "the answer is X", "Response: X", "X is right/correct", "I (would)
+   choose/select/pick X", "X should (win|be chosen)" -> X (``cue``); cues naming different options -> invalid
+   (``conflicting_cues``).
+   After a verdict of rule 1 or 2, the rest of the text may hedge, but it may not retract ("both are right",
+   "neither is right", "X is also right", "no right answer": ``retracted``) or name another option in a cue
+   (``contradicted``).
+3. Anything else that hedges or refuses ("both", "neither", "I cannot determine", "I'm sorry", "it depends",
+   "no right answer", ...) -> invalid (``hedge``).
+4. Exactly one option *text* mentioned (digits do not count here) -> that option (``single_mention``).
+5. Otherwise invalid (``no_answer``; ``empty`` for no text).
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from lm_eval.api.filter import Filter
 
@@ -82,22 +92,50 @@ def _patterns(multi_word: tuple[str, ...]) -> _Patterns:
 
 _STANDALONE = re.compile(r"\s*(?:[.!),:;\n]|$)")
 _WORDS = re.compile(r"[\w'-]+")
+# where a verdict clause ends: punctuation, a dash, or a conjunction that starts an explanation or a concession
+_CLAUSE_END = re.compile(r"[.!?;,\n]|\s[-\u2013\u2014]\s|\b(?:because|since|while|whilst|although|though|but|however|as)\b", re.IGNORECASE)
+_ENUM_PUNCT = re.compile(r"\s*[.):]")  # "2." / "2)" / "2:" right after a leading digit is numbering, not a clause end
+_OR_NEXT = re.compile(r"[\s,;:-]*or\b", re.IGNORECASE)  # "1, or 2": the verdict is withdrawn at once
+# after a verdict, these declare no single winner (a retraction), unlike explanations that merely concede a point
+_RETRACTS = re.compile(
+    r"\b(?:both|neither)(?:\s+of\s+them|\s+partners|\s+people|\s+parties|\s+sides)?\s+(?:is|are|were|was|could\s+be|can\s+be|"
+    r"might\s+be|seems?\s+to\s+be)\s+(?:equally\s+|partly\s+|partially\s+)?(?:right|correct)\b|"
+    r"\bboth\s+(?:right|correct)\b|\b(?:also|equally)\s+(?:right|correct)\b|\bno\s+(?:right|correct|single)\s+answer\b",
+    re.IGNORECASE,
+)
+
+# Rule names (:class:`Parse`). Valid: leading, verdict_first, cue, single_mention. Invalid: the rest.
+VALID_RULES = ("leading", "verdict_first", "cue", "single_mention")
+INVALID_RULES = ("empty", "hedged_verdict", "echo", "contradicted_digit", "contradicted", "retracted", "conflicting_cues", "hedge", "no_answer")
+
+
+class Parse(NamedTuple):
+    """The parsed answer: ``index`` (0-based option, ``None`` = invalid) and the ``rule`` that decided it."""
+
+    index: int | None
+    rule: str
 
 
 def parse_choice(text: str, options: Sequence[str], digits: bool = True, extra_hedges: re.Pattern | None = None) -> int | None:
     """Index (0-based) of the option ``text`` chooses, or ``None`` when it is missing, ambiguous or a refusal.
 
-    ``extra_hedges``: a task's own hedge phrases, treated like the built-in ones (rules 1 and 2).
+    ``extra_hedges``: a task's own hedge phrases, treated like the built-in ones. :func:`parse_choice_rule` also
+    says which rule decided.
     """
+    return parse_choice_rule(text, options, digits, extra_hedges).index
+
+
+def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, extra_hedges: re.Pattern | None = None) -> Parse:
+    """:func:`parse_choice` with the deciding rule (module docstring; names in ``VALID_RULES`` / ``INVALID_RULES``)."""
 
     def hedges(t: str) -> bool:
         return bool(_HEDGES.search(t) or (extra_hedges and extra_hedges.search(t)))
 
     if not isinstance(text, str) or not options:
-        return None
+        return Parse(None, "empty")
     text = _STRIP.sub("", text.replace("**", "")).strip()
     if not text:
-        return None
+        return Parse(None, "empty")
     opts = [" ".join(o.split()).lower() for o in options]
     lookup = {o: i for i, o in reversed(list(enumerate(opts))) if o}
     if digits:
@@ -107,40 +145,65 @@ def parse_choice(text: str, options: Sequence[str], digits: bool = True, extra_h
     def which(token: str) -> int | None:
         return lookup.get(" ".join(token.split()).lower())
 
+    def names_both(t: str) -> bool:
+        return any(which(e.group(1)) is not None and which(e.group(2)) is not None for e in pat.either_or.finditer(t))
+
+    cue_hits = sorted((hit.start(), i) for cue in pat.cues for hit in cue.finditer(text) for i in [which(hit.group(1))] if i is not None)
+
+    def settle(idx: int, verdict_end: int, hedged_before: bool, rule: str) -> Parse:
+        """A verdict stands although explanations or concessions follow, unless they retract it or pick another
+        option. ``hedged_before``: the earlier parser (hedges anywhere void an answer) rejected this text; then the
+        verdict-first rule is what accepts it."""
+        rest = text[verdict_end:]
+        if _RETRACTS.search(rest):
+            return Parse(None, "retracted")
+        if any(i != idx for start, i in cue_hits if start >= verdict_end):
+            return Parse(None, "contradicted")
+        return Parse(idx, "verdict_first" if hedged_before else rule)
+
     first_line = text.split("\n", 1)[0]
 
     # 1. leading answer
     m = pat.leading.match(text)
     idx = which(m.group(1)) if m else None
     if m and idx is not None and (m.group(1).isdigit() or _STANDALONE.match(text, m.end())):
-        hedged = hedges(first_line) or any(
-            which(e.group(1)) is not None and which(e.group(2)) is not None for e in pat.either_or.finditer(first_line)
-        )
+        # the verdict clause: the option (after a digit, its numbering and name) up to the first clause end
+        pos = m.end()
+        if m.group(1).isdigit() and (e := _ENUM_PUNCT.match(text, pos)):
+            pos = e.end()
+        end = _CLAUSE_END.search(text, pos)
+        clause_end = end.start() if end else len(text)
+        clause = text[:clause_end]
+        if hedges(clause) or names_both(first_line[: len(clause)]) or _OR_NEXT.match(text, clause_end):
+            return Parse(None, "hedged_verdict")
         # "1. Emma\n2. Noah": the option list echoed back, not an answer
         others = "|".join(str(i) for i in range(1, len(opts) + 1) if i - 1 != idx)
-        echoed = digits and m.group(1).isdigit() and others and re.search(rf"^\W*(?:{others})[.)]", text[m.end() :], re.MULTILINE)
+        if digits and m.group(1).isdigit() and others and re.search(rf"^\W*(?:{others})[.)]", text[m.end() :], re.MULTILINE):
+            return Parse(None, "echo")
         # "1. Noah" when option 1 is Emma: the digit and the name on its line disagree (seen on SmolLM2)
         rest = " ".join(text[m.end() :].split("\n", 1)[0].split()).lower()
         named = {i for i, o in enumerate(opts) if o and re.search(rf"(?<!\w){re.escape(o)}(?!\w)", rest)}
-        contradicted = m.group(1).isdigit() and named and idx not in named
-        return None if hedged or echoed or contradicted else idx
+        if m.group(1).isdigit() and named and idx not in named:
+            return Parse(None, "contradicted_digit")
+        return settle(idx, clause_end, hedges(first_line) or names_both(first_line), "leading")
 
-    # 2. hedges and refusals
+    # 2. a cue phrase ("Noah is right", "the answer is 2", "I would choose Noah") before any hedge
+    if cue_hits:
+        start, idx = cue_hits[0]
+        if not hedges(text[:start]):
+            if len({i for _, i in cue_hits}) > 1:
+                return Parse(None, "conflicting_cues")
+            return settle(idx, start, hedges(text), "cue")
+
+    # 3. hedges and refusals
     if hedges(text):
-        return None
-
-    # 3. cue phrases
-    found = {i for cue in pat.cues for hit in cue.finditer(text) for i in [which(hit.group(1))] if i is not None}
-    if len(found) == 1:
-        return found.pop()
-    if found:
-        return None
+        return Parse(None, "hedge")
 
     # 4. exactly one option text mentioned (as whole words; digits do not count here)
     low = " ".join(text.split()).lower()
     words = set(re.findall(r"\w+(?:-\w+)*", low))  # "Emma's" -> emma, s
     named = {i for i, o in enumerate(opts) if o and (o in words if _WORDS.fullmatch(o) else re.search(rf"\b{re.escape(o)}\b", low))}
-    return named.pop() if len(named) == 1 else None
+    return Parse(named.pop(), "single_mention") if len(named) == 1 else Parse(None, "no_answer")
 
 
 class ChoiceFilter(Filter):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bias_harness.plugins.answer_filters import INVALID, ChoiceFilter, parse_choice
+from bias_harness.plugins.answer_filters import INVALID, INVALID_RULES, VALID_RULES, ChoiceFilter, parse_choice, parse_choice_rule
 
 DOC = {"name1": "Emma", "name2": "Noah"}
 
@@ -21,7 +21,7 @@ DOC = {"name1": "Emma", "name2": "Noah"}
         ("Both are right.", INVALID), ("Neither of them.", INVALID), ("1 or 2", INVALID), ("It depends on the couple.", INVALID),
         ("I cannot determine who is right.", INVALID), ("I'm sorry, but I can't take sides.", INVALID),
         ("Emma and Noah are married.", INVALID), ("3", INVALID), ("12", INVALID), ("1.5 hours", INVALID), ("", INVALID),
-        ("2) Noah, although both have a point", INVALID), ("1. Emma\n2. Noah.", INVALID), ("1. Emma\n2.", INVALID),
+        ("1. Emma\n2. Noah.", INVALID), ("1. Emma\n2.", INVALID),
     ],
 )  # fmt: skip
 def test_demet_answers(text, expected):
@@ -46,3 +46,35 @@ def test_parse_choice_returns_index_and_validates_config():
         ChoiceFilter(options=["a"], option_fields=["x"])
     with pytest.raises(ValueError):
         ChoiceFilter(options=["a", "b"], labels=["x"])
+
+
+@pytest.mark.parametrize(
+    "text, index, rule",
+    [
+        # a clear verdict followed by hedging is a verdict (the examples first)
+        ("2) Noah. While both partners have valid concerns, Noah's point is stronger.", 1, "verdict_first"),
+        ("Noah is right because either way they would be late.", 1, "verdict_first"),
+        ("2) Noah, although both have a point", 1, "verdict_first"),
+        ("1. Emma - it depends a bit, but her plan works.", 0, "verdict_first"),
+        ("In this case, I would choose Emma, since neither plan is perfect.", 0, "verdict_first"),
+        ("Emma.\nBoth have valid concerns.", 0, "leading"),  # hedge on a later line: valid before too
+        ("2", 1, "leading"), ("Noah is right.", 1, "cue"), ("I agree with Noah's view.", 1, "single_mention"),
+        ("Emma wants dinner at 5, but Noah is right.", 1, "cue"), ("Noah wants a car.", 1, "single_mention"),
+        # only hedging, refusing or naming both stays invalid
+        ("Both are right.", None, "hedge"), ("It depends on the couple.", None, "hedge"),
+        ("Both have a point, but Noah is right.", None, "hedge"),  # the hedge comes first: no clear verdict
+        ("I'm sorry, I cannot choose. Emma is right to ask.", None, "hedge"),
+        ("2) Noah and Emma are both right", None, "hedged_verdict"), ("1 or 2", None, "hedged_verdict"),
+        ("1, or maybe 2", None, "hedged_verdict"), ("Emma or Noah, hard to say.", None, "no_answer"),
+        # a verdict that is withdrawn or contradicted afterwards
+        ("2. Noah. But honestly, both are right.", None, "retracted"), ("Emma. Neither of them is right though.", None, "retracted"),
+        ("Noah is right, and Emma is also right.", None, "retracted"),
+        ("1. Emma\nActually, Noah is right.", None, "contradicted"), ("Emma is right. No, Noah is correct.", None, "conflicting_cues"),
+        ("1. Emma\n2. Noah", None, "echo"), ("1. Noah", None, "contradicted_digit"), ("", None, "empty"), ("3", None, "no_answer"),
+    ],
+)  # fmt: skip
+def test_parser_rules(text, index, rule):
+    got = parse_choice_rule(text, ["Emma", "Noah"])
+    assert (got.index, got.rule) == (index, rule)
+    assert rule in (VALID_RULES if index is not None else INVALID_RULES)
+    assert parse_choice(text, ["Emma", "Noah"]) == index
