@@ -26,6 +26,7 @@ Settings (task ``metadata`` or ``--metadata``; read when the data is loaded, see
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -37,6 +38,7 @@ import numpy as np
 from bias_harness.datasets_src.demet import MIXED_PAIRS, RELATIONSHIPS, TOPICS
 from bias_harness.plugins import stats
 from bias_harness.plugins.answer_filters import INVALID
+from bias_harness.plugins.demet_prompts import WORDINGS
 
 NAME1, NAME2 = "NAME1", "NAME2"
 REL_TYPES: tuple[str, ...] = tuple(f"{a}_{b}" for a, b in RELATIONSHIPS)
@@ -127,6 +129,22 @@ def process_results(doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
 
 def process_results_gpt4(doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
     return results_for(doc, results[0], ET_GPT4)
+
+
+MAX_ATTEMPTS = len(WORDINGS)  # demet_reask: at most one attempt per distinct wording
+
+
+def reask_metric_keys() -> list[str]:
+    """``demet_reask``: the DeMET keys plus ``answered_at_<k>`` = share of all documents first answered at attempt k."""
+    return metric_keys(ET_HUMAN) + [f"answered_at_{k}" for k in range(1, MAX_ATTEMPTS + 1)]
+
+
+def process_results_reask(doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
+    """``demet_reask``: ``results[0]`` is the dialogue's JSON (plugins/demet_dialogue.py): its final choice is scored."""
+    data = json.loads(results[0])
+    out = results_for(doc, data["choice"], ET_HUMAN)
+    out.update({f"answered_at_{k}": float(data["answered_at"] == k) for k in range(1, MAX_ATTEMPTS + 1)})
+    return out
 
 
 def mc_choice(results: Sequence[Any]) -> str:
