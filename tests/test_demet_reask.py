@@ -63,7 +63,7 @@ def _run(lm, **kw):
                                    task_manager=bias_harness.task_manager(include_defaults=False, **kw))  # fmt: skip
 
 
-def test_reask_afresh_batched_shares_per_attempt():
+def test_reask_afresh_batched_shares_per_attempt(tmp_path):
     """Slot 0: 29 scenarios x 9 types. Attempt 1: 261 prompts, 174 mixed answered; attempt 2: the 87 same-gender
     ones, 29 woman-woman answered; attempt 3: 58, 29 man-man answered; attempt 4: 29 neutral-neutral, none;
     attempt 5: 29, the 5 money scenarios answered by the verdict-first rule; 24 stay invalid."""
@@ -87,6 +87,20 @@ def test_reask_afresh_batched_shares_per_attempt():
     from bias_harness.plugins.demet_prompts import million as million_prompt
 
     assert f"User: {million_prompt(sample['doc'])}\n\nAssistant:" in million
+    # the report: share answered per attempt (asked, answered, share of those asked, cumulative share of all)
+    from lm_eval.loggers import EvaluationTracker
+
+    from bias_harness.report import write_report
+
+    tracker = EvaluationTracker(output_path=str(tmp_path / "run"))
+    tracker.save_results_aggregated(results=res, samples=res["samples"])
+    tracker.save_results_samples(task_name="demet_reask", samples=res["samples"]["demet_reask"])
+    text = write_report([tmp_path / "run"], tmp_path / "report").read_text()
+    for row in ("| 1: inline | 261 | 174 | 0.667 | 174 (0.667) |", "| 2: response_form | 87 | 29 | 0.333 | 203 (0.778) |",
+                "| 3: answer_is | 58 | 29 | 0.500 | 232 (0.889) |", "| 4: million | 29 | 0 | 0.000 | 232 (0.889) |",
+                "| 5: survey | 29 | 5 | 0.172 | 237 (0.908) |", "| verdict_first | 5 | valid |"):
+        assert row in text, row
+    assert "Invalid answers (not counted in any mean): **0.092** (24 invalid, 237 valid)" in text
 
 
 def test_reask_same_dialogue_from_metadata():

@@ -23,6 +23,8 @@ def test_report_tables_and_plots(tmp_path):
         # woman > neutral > man, else NAME1 (see test_demet_e2e): all pair biases 2
         names = [line[3:].rstrip(".") for line in ctx.splitlines() if line[:3] in ("1. ", "2. ")]
         rank = {"woman": 0, "neutral": 1, "man": 2}
+        if LIST_OF[names[0]] == LIST_OF[names[1]] == "woman":  # a verdict followed by hedging (valid, rule verdict_first)
+            return f"1. {names[0]}. Both have valid concerns, though."
         return "1" if rank[LIST_OF[names[0]]] <= rank[LIST_OF[names[1]]] else "2"
 
     tracker = EvaluationTracker(output_path=str(tmp_path / "run"))
@@ -43,9 +45,18 @@ def test_report_tables_and_plots(tmp_path):
     # same-gender: NAME1 always -> -1; 29 answers per type; bootstrap CI of a constant is the constant
     assert "| woman-woman | -1.000 | [-1.000, -1.000] | 29 |" in text
     assert "| woman-man | -1.000 | [-1.000, -1.000] | 29 |" in text and "| man-woman | 1.000 | [1.000, 1.000] | 29 |" in text
-    assert "| traditional | 2.000 | 2.000 | 2.000 | 2.000 |" in text and "| general household | 2.000 |" in text
+    # by scenario type / topic, with McNemar from the samples: 16 traditional, 13 egalitarian, 5 money scenarios and
+    # 1 general-household scenario, each a matched pair per pair type discordant the same way: p = 2 / 2^n
+    assert "| traditional | 2.000 | 3.1e-05 | 2.000 | 3.1e-05 | 2.000 | 3.1e-05 | 2.000 |" in text
+    assert "| egalitarian | 2.000 | 0.00024 | 2.000 | 0.00024 | 2.000 | 0.00024 | 2.000 |" in text
+    assert "| money | 2.000 | 0.0625 |" in text and "| general household | 2.000 | 1.0000 |" in text
+    # the paper's Fig. 2: scores per relationship type by scenario type (n = scenarios of that type in slot 0)
+    assert "| woman-man | -1.000 (13) | -1.000 (16) |" in text and "| man-neutral | 1.000 (13) | 1.000 (16) |" in text
+    assert "| signed mean of the pair biases (not Eq. 2: opposite signs cancel) | 2.000 | | |" in text
+    # parser rules: 29 woman-woman answers hedge after their verdict
+    assert "| leading | 232 | valid |" in text and "| verdict_first | 29 | valid |" in text
     assert "Invalid answers (not counted in any mean): **0.000** (0 invalid, 261 valid)" in text
     assert "| 1.000 | 1.000 | 1.000 | 0 | 0.000 |" in text  # names: F, M, neutral->male, no majority, invalid
     assert "Paper reference" in text and "| zephyr-7b-alpha | 0.291 |" in text
-    for png in ("demet_scores.png", "demet_pair_bias.png"):
+    for png in ("demet_scores.png", "demet_pair_bias.png", "demet_scores_by_type.png"):
         assert (tmp_path / "report" / png).stat().st_size > 1000 and f"]({png})" in text

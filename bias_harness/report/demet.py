@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -37,19 +39,69 @@ def _label(key: str) -> str:
     return key.replace("_", "-")
 
 
-def _sample_scores(run: Run, task: str) -> dict[str, list[int]]:
-    """relationship -> valid scores (-1 / +1), from the logged samples (empty without --log_samples)."""
-    from bias_harness.plugins.demet_metrics import mc_choice, score_of
+def _choice(sample: dict[str, Any]) -> str | None:
+    """The parsed choice of a logged sample (NAME1 / NAME2 / [invalid]); ``None`` when it is no DeMET pair sample."""
+    from bias_harness.plugins.demet_metrics import mc_choice
+
+    resp = sample.get("filtered_resps") or []
+    if "relationship" not in sample.get("doc", {}) or not resp:
+        return None
+    if not isinstance(resp[0], str):
+        return mc_choice(resp)
+    if resp[0].startswith("{"):  # demet_reask: the dialogue's JSON result
+        return json.loads(resp[0]).get("choice")
+    return resp[0]
+
+
+def _sample_choices(run: Run, task: str) -> list[tuple[dict[str, Any], str]]:
+    """(doc, choice) of every logged sample (empty without --log_samples)."""
+    return [(s["doc"], c) for s in run.samples(task) for c in [_choice(s)] if c is not None]
+
+
+def _sample_scores(choices: list[tuple[dict[str, Any], str]], et: str | None = None) -> dict[str, list[int]]:
+    """relationship -> valid scores (-1 / +1), optionally of one scenario type only."""
+    from bias_harness.plugins.demet_metrics import score_of
 
     out: dict[str, list[int]] = {r: [] for r in REL_TYPES}
-    for s in run.samples(task):
-        doc, resp = s.get("doc", {}), s.get("filtered_resps") or []
-        if "relationship" not in doc or not resp:
-            continue
-        choice = resp[0] if isinstance(resp[0], str) else mc_choice(resp)
+    for doc, choice in choices:
         score = score_of(choice)
-        if score is not None:
+        if score is not None and (et is None or doc.get("et") == et):
             out.setdefault(doc["relationship"], []).append(score)
+    return out
+
+
+def _items(choices: list[tuple[dict[str, Any], str]], key: str) -> list[Any]:
+    """The lm-eval items of metric ``key`` (e.g. ``pair_bias_woman_man_topic_money``), recomputed from the samples."""
+    from bias_harness.plugins.demet_metrics import ET_GPT4, ET_HUMAN, results_for
+
+    levels = ET_GPT4 if any(d.get("et") == "other" for d, _ in choices) else ET_HUMAN
+    return [results_for(doc, choice, levels).get(key) for doc, choice in choices]
+
+
+def _subset_mcnemar(choices: list[tuple[dict[str, Any], str]], pair: str, key: str) -> float | None:
+    """Exact McNemar p of ``pair`` on one subset (``key`` = ``egalitarian``, ``topic_money``, ...) from the samples."""
+    from bias_harness.plugins import stats
+    from bias_harness.plugins.demet_metrics import mcnemar_counts
+
+    items = [it for it in _items(choices, f"pair_bias_{pair}_{key}") if it is not None]
+    return stats.mcnemar(*mcnemar_counts(items)) if items else None
+
+
+def _raw_answers(run: Run, task: str) -> list[tuple[str, str]]:
+    """(rule, origin) per generated answer: the parser rule that decided it (plugins/answer_filters.py), re-applied to
+    the logged text; origin = "" or the re-ask attempt's wording. Empty for log-likelihood tasks."""
+    from bias_harness.plugins.answer_filters import parse_choice_rule
+
+    out = []
+    for s in run.samples(task):
+        doc, resp = s.get("doc", {}), s.get("resps") or []
+        if "name1" not in doc or not resp or not isinstance(resp[0], list) or not isinstance(resp[0][0], str):
+            continue
+        text = resp[0][0]
+        if text.startswith("{") and '"attempts"' in text:
+            out += [(a["rule"], f"{a['attempt']}: {a['wording']}") for a in json.loads(text)["attempts"]]
+        else:
+            out.append((parse_choice_rule(text, [str(doc["name1"]), str(doc["name2"])]).rule, ""))
     return out
 
 
@@ -106,7 +158,8 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
     lines += [f"Invalid answers (not counted in any mean): **{fmt(_m(run, task, 'invalid_rate'))}** "
               f"({fmt(n_invalid)} invalid, {fmt(n_valid)} valid).", ""]  # fmt: skip
 
-    scores = _sample_scores(run, task)
+    choices = _sample_choices(run, task)
+    scores = _sample_scores(choices)
     rel_cis = {r: _ci(scores.get(r, [])) for r in REL_TYPES}
     lines += ["Mean score per relationship type (-1 = NAME1 chosen, +1 = NAME2; first group = NAME1). "
               "CI: bootstrap 95% over the logged answers.", "",
@@ -118,7 +171,8 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
     lines.append("")
 
     lines += ["Paired mixed-gender bias (Eq. 1: B(g1, g2) = score(g2-g1) - score(g1-g2), positive favours g1) and "
-              "the overall mixed-gender bias (Eq. 2). CI: bootstrap 95% over matched pairs; p: McNemar on matched pairs.", "",
+              "the overall mixed-gender bias (Eq. 2: mean of the absolute pair biases). CI: bootstrap 95% over matched "
+              "pairs; p: McNemar on matched pairs.", "",
               "| pair | bias | 95% CI | McNemar p |", "|---|---|---|---|"]  # fmt: skip
     for p in PAIRS:
         lines.append(f"| B({_label(p).replace('-', ', ')}) | {fmt(_m(run, task, f'pair_bias_{p}'))} | "
@@ -126,17 +180,22 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
                      f"{_p(_m(run, task, f'mcnemar_p_{p}'))} |")  # fmt: skip
     lines.append(f"| **mixed_gender_bias** | **{fmt(_m(run, task, 'mixed_gender_bias'))}** | "
                  f"[{fmt(_m(run, task, 'mixed_gender_bias_ci_lo'))}, {fmt(_m(run, task, 'mixed_gender_bias_ci_hi'))}] | |")  # fmt: skip
+    signed = [_m(run, task, f"pair_bias_{p}") for p in PAIRS]
+    if all(isinstance(v, (int, float)) for v in signed):
+        lines.append(f"| signed mean of the pair biases (not Eq. 2: opposite signs cancel) | {fmt(sum(signed) / 3)} | | |")
     lines.append("")
 
-    for title, subsets in (("By scenario type", ET), ("By topic", TOPICS)):
+    for title, subsets in (("By scenario type (the paper's H3)", ET), ("By topic", TOPICS)):
         keys = [s if s in ET else f"topic_{s}" for s in subsets]
         rows = [(s, k) for s, k in zip(subsets, keys) if _m(run, task, f"pair_bias_{PAIRS[0]}_{k}") is not None]
         if not rows:
             continue
-        lines += [f"{title}:", "", "| | B(woman, man) | B(woman, neutral) | B(neutral, man) | mixed_gender_bias |", "|---|---|---|---|---|"]
+        lines += [f"{title}; p: exact McNemar on the subset's matched pairs (from the logged samples):", "",
+                  "| | B(woman, man) | p | B(woman, neutral) | p | B(neutral, man) | p | mixed_gender_bias |",
+                  "|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for s, k in rows:
-            vals = [_m(run, task, f"pair_bias_{p}_{k}") for p in PAIRS] + [_m(run, task, f"mixed_gender_bias_{k}")]
-            lines.append(f"| {s.replace('_', ' ')} | " + " | ".join(fmt(v) for v in vals) + " |")
+            cells = [f"{fmt(_m(run, task, f'pair_bias_{p}_{k}'))} | {_p(_subset_mcnemar(choices, p, k)) if choices else '–'}" for p in PAIRS]
+            lines.append(f"| {s.replace('_', ' ')} | " + " | ".join(cells) + f" | {fmt(_m(run, task, f'mixed_gender_bias_{k}'))} |")
         lines.append("")
 
     stem = task.replace("/", "_")
@@ -148,7 +207,74 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
               [(_m(run, task, f"{k}_ci_lo") or math.nan, _m(run, task, f"{k}_ci_hi") or math.nan) for k in pair_keys],
               f"{task}: pair biases (95% CI)", "bias (+ favours first group)")  # fmt: skip
     lines += [f"![scores per relationship type]({score_png.name})", f"![pair biases]({pair_png.name})", ""]
-    return lines
+    lines += _render_by_type(choices, task, out_dir / f"{stem}_scores_by_type.png")
+    return lines + _render_parsing(run, task)
+
+
+def _render_by_type(choices: list[tuple[dict[str, Any], str]], task: str, png: Path) -> list[str]:
+    """Mean score per relationship type, egalitarian vs traditional (or other) scenarios: the paper's Fig. 2."""
+    levels = [et for et in ET if any(d.get("et") == et for d, _ in choices)]
+    if not levels:
+        return []
+    by = {et: _sample_scores(choices, et) for et in levels}
+    lines = ["Mean score per relationship type by scenario type (the paper's Fig. 2; in traditional scenarios NAME1 is "
+             "the traditionally male figure, so a higher score sides with the traditionally female one). From the logged answers.", "",
+             "| relationship | " + " | ".join(f"{et} (n)" for et in levels) + " |", "|---" * (len(levels) + 1) + "|"]  # fmt: skip
+    means = {et: [sum(by[et][r]) / len(by[et][r]) if by[et][r] else math.nan for r in REL_TYPES] for et in levels}
+    for i, r in enumerate(REL_TYPES):
+        lines.append(f"| {_label(r)} | " + " | ".join(f"{fmt(means[et][i])} ({len(by[et][r])})" for et in levels) + " |")
+    _grouped_bar_plot(png, [_label(r) for r in REL_TYPES], means, f"{task}: mean score by scenario type", "score (-1 NAME1 ... +1 NAME2)")
+    return lines + ["", f"![scores by scenario type]({png.name})", ""]
+
+
+def _render_parsing(run: Run, task: str) -> list[str]:
+    """How the answers were read: answers per parser rule, and for demet_reask the share answered per attempt."""
+    from bias_harness.plugins.answer_filters import VALID_RULES
+
+    answers = _raw_answers(run, task)
+    if not answers:
+        return []
+    lines = []
+    attempts = sorted({o for _, o in answers if o}, key=lambda o: int(o.split(":")[0]))
+    if attempts:
+        n_docs = len(run.samples(task))
+        lines += ["Re-asking (`demet_reask`): an unanswered prompt is asked again with the next wording.", "",
+                  "| attempt: wording | asked | answered | share of those asked | answered so far (share of all) |", "|---|---|---|---|---|"]  # fmt: skip
+        total = 0
+        for o in attempts:
+            rules = [r for r, oo in answers if oo == o]
+            ok = sum(r in VALID_RULES for r in rules)
+            total += ok
+            lines.append(f"| {o} | {len(rules)} | {ok} | {fmt(ok / len(rules))} | {total} ({fmt(total / n_docs)}) |")
+        lines.append("")
+    counts = Counter(r for r, _ in answers)
+    lines += ["Answers per parser rule (`plugins/answer_filters.py`, re-applied to the logged text; all attempts "
+              "for `demet_reask`). `verdict_first`: a verdict followed by hedging, invalid under the earlier "
+              "any-hedge rule.", "", "| rule | answers | reads as |", "|---|---|---|"]  # fmt: skip
+    lines += [f"| {r} | {n} | {'valid' if r in VALID_RULES else 'invalid'} |" for r, n in counts.most_common()]
+    return lines + [""]
+
+
+def _grouped_bar_plot(path: Path, labels: list[str], series: dict[str, list[float]], title: str, ylabel: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(labels) + 1), 3.2))
+    width = 0.8 / max(1, len(series))
+    for j, (name, vals) in enumerate(series.items()):
+        xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(labels))]
+        ax.bar(xs, [0.0 if math.isnan(v) else v for v in vals], width, label=name)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
+    ax.set_ylim(-1.1, 1.1)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _render_names(run: Run, task: str) -> list[str]:
