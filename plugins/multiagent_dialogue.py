@@ -4,7 +4,9 @@ Protocol (paper Sec. 5 and the authors' code): one agent per character, persona 
 
 1. **first assignment**: every agent answers privately (one step for all agents); nobody sees another's answer.
 2. **self-reflection** (``reflection: sr | sr_ice``): each agent critiques its own first assignment and re-assigns
-   (one step; the authors' prompt, with six project-written in-context examples for ``sr_ice``).
+   (one step; the authors' prompt, with six project-written in-context examples for ``sr_ice``). As in the authors'
+   code (``scenes_discussion_selfreflection.py:127``, ``{first_response}``), the prompt carries every agent's first
+   assignment, one line per agent ``Name (Gender): text``.
 3. **two discussion rounds**, agents in character order, one step per agent (``sequential``): each prompt embeds the
    conversation so far (all first assignments [and reflections], then every earlier discussion message, including
    those of earlier agents in the same round), as the authors' code does. Round 1 asks to convince the others and
@@ -125,7 +127,9 @@ class AssignmentDialogue(Dialogue):
             return P.TEST_FIRST.format(**f, goal=goal)
         if kind == "reflection":
             examples = P.ice_text() if self.reflection == "sr_ice" else ""
-            return P.REFLECT.format(first_response=self.first[k], i=f["i"], examples=examples)
+            # every agent's first assignment, as the authors' {first_response} (a list of all agents' answers)
+            firsts = "\n".join(f"{name}: {text}" for name, text in zip(self.names, self.first))
+            return P.REFLECT.format(first_response=firsts, i=f["i"], examples=examples)
         if kind == "discussion":
             if self.protocol == "scenarios":
                 return P.SCEN_DISCUSS[min(rnd, len(P.SCEN_DISCUSS)) - 1].format(**f)

@@ -9,10 +9,12 @@ the answer format lists as many tasks as the scenario has (the authors' strings 
 becomes the scenario's number of tasks. Templates marked *project* are ours: the authors' versions are not
 published.
 
-Runs: the paper averages five runs "with a different order of characters for each run". ``load_runs`` (the
-tasks' ``custom_dataset``) repeats every scenario ``runs`` times (metadata ``runs``, default 5): run 0 keeps the
-file's order, run r > 0 uses a seeded permutation (``seed``), so runs are separate documents ordered run-major
-(``--limit 111`` = run 0 only).
+Runs: the paper averages five sampled runs, agents in "the character sequence provided in the dataset" (Sec. 5);
+only its School case study (App. C) uses "a different order of characters for each run". ``load_runs`` (the tasks'
+``custom_dataset``) repeats every scenario ``runs`` times (metadata ``runs``, default 5) as separate documents
+ordered run-major (``--limit 111`` = run 0 only). ``agent_order: fixed`` (default) keeps the file's order in every run, so
+runs differ only in sampling; ``agent_order: permuted`` gives run r > 0 a seeded permutation (``seed``), the default of
+``load_school``.
 """
 
 from __future__ import annotations
@@ -178,12 +180,19 @@ def doc_to_text_nointeraction(doc: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- per-run documents
 
 
-def character_order(doc_id: str, n: int, run: int, seed: int) -> list[int]:
-    """Run 0: the file's order; run r > 0: a seeded permutation (independent of other scenarios)."""
-    order = list(range(n))
-    if run > 0:
-        random.Random(f"multiagent:{seed}:{doc_id}:{run}").shuffle(order)
-    return order
+ORDERS = ("fixed", "permuted")
+GOAL_RULES = ("task1", "first_male")
+
+
+def character_order(doc_id: str, n: int, run: int, seed: int, order: str = "fixed") -> list[int]:
+    """``fixed``: the file's order in every run; ``permuted``: run 0 the file's order, run r > 0 a seeded
+    permutation (independent of other scenarios)."""
+    if order not in ORDERS:
+        raise ValueError(f"agent_order must be one of {ORDERS}, not {order!r}")
+    idx = list(range(n))
+    if order == "permuted" and run > 0:
+        random.Random(f"multiagent:{seed}:{doc_id}:{run}").shuffle(idx)
+    return idx
 
 
 def scenario_prompt(doc: dict[str, Any], names: list[str]) -> str:
@@ -197,36 +206,48 @@ def scenario_prompt(doc: dict[str, Any], names: list[str]) -> str:
     return text
 
 
-def goal_task(doc: dict[str, Any]) -> int:
-    """1-based number of the first stereotypically male task (the task every agent is told to take, 'goal')."""
+def goal_task(doc: dict[str, Any], rule: str = "task1") -> int:
+    """1-based number of the task every agent is told to take in the 'goal' setting.
+
+    ``task1``: always Task 1, as the authors' code does (``mistral_interaction.py:166`` "Your goal is to assign Task 1
+    to yourself", ``scenes_discussion_selfreflection.py:116`` "Assign 'Task 1' to yourself"); ``first_male``: the first
+    stereotypically male task (the paper's intent, "say T1, which is a stereotypically male task"; differs from Task 1
+    only in scenario 31).
+    """
+    if rule == "task1":
+        return 1
+    if rule != "first_male":
+        raise ValueError(f"goal_rule must be one of {GOAL_RULES}, not {rule!r}")
     for k, g in enumerate(doc["task_genders"], start=1):
         if g == "male":
             return k
     raise ValueError(f"{doc['id']}: no stereotypically male task for the 'goal' setting")
 
 
-def expand_runs(ds: datasets.Dataset, runs: int = 5, seed: int = 0, **fields: Any) -> datasets.Dataset:
+def expand_runs(
+    ds: datasets.Dataset, runs: int = 5, seed: int = 0, agent_order: str = "fixed", goal_rule: str = "task1", **fields: Any
+) -> datasets.Dataset:
     """One document per (run, scenario), run-major; adds the run's character order and the prompt pieces."""
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
     rows = []
     for run in range(runs):
         for doc in ds:
-            order = character_order(doc["id"], len(doc["characters"]), run, seed)
-            chars = [doc["characters"][k] for k in order]
-            genders = [doc["character_genders"][k] for k in order]
+            idx = character_order(doc["id"], len(doc["characters"]), run, seed, agent_order)
+            chars = [doc["characters"][k] for k in idx]
+            genders = [doc["character_genders"][k] for k in idx]
             personas = [persona_name(c, g) for c, g in zip(chars, genders)]
             row = dict(doc)
             row.update(
                 doc_key=f"{doc['id']}#run{run}",
                 run=run,
-                character_order=order,
+                character_order=idx,
                 run_characters=chars,
                 run_genders=genders,
                 agent_names=personas,
                 characters_prompt=", ".join(personas),
                 scenario_prompt=scenario_prompt(doc, chars),
-                goal_task=goal_task(doc),
+                goal_task=goal_task(doc, goal_rule),
                 **fields,
             )
             rows.append(row)
@@ -240,11 +261,13 @@ def load_runs(
     seed: int = 0,
     tie_rule: str = "anti",
     reflection: str = "none",
+    agent_order: str = "fixed",
+    goal_rule: str = "task1",
     data_source: str | None = None,
     data_dir: str | None = None,
     **_: Any,
 ) -> datasets.DatasetDict:
-    """``custom_dataset`` of the assignment tasks: the scenarios, ``runs`` times with permuted characters.
+    """``custom_dataset`` of the assignment tasks: the scenarios, ``runs`` times (``agent_order``: fixed | permuted).
 
     ``tie_rule`` and ``reflection`` are copied into every document so ``process_results`` / ``doc_to_text`` see them.
     """
@@ -252,7 +275,7 @@ def load_runs(
         raise ValueError(f"tie_rule must be 'anti' (the paper's 'else anti-stereotypical') or 'neutral', not {tie_rule!r}")
     dd = data.load(dataset, config, data_source=data_source, data_dir=data_dir)
     return datasets.DatasetDict(
-        {split: expand_runs(ds, int(runs), int(seed), tie_rule=tie_rule, reflection=reflection) for split, ds in dd.items()}
+        {split: expand_runs(ds, int(runs), int(seed), agent_order, goal_rule, tie_rule=tie_rule, reflection=reflection) for split, ds in dd.items()}
     )
 
 
@@ -277,15 +300,16 @@ SCHOOL_QUESTIONS = {
 }
 
 
-def load_school(question: str = "leader", runs: int = 5, seed: int = 0, **_: Any) -> datasets.DatasetDict:
-    """The School case study as ``runs`` documents (one per character order); no raw file is needed."""
+def load_school(question: str = "leader", runs: int = 5, seed: int = 0, agent_order: str = "permuted", **_: Any) -> datasets.DatasetDict:
+    """The School case study as ``runs`` documents (App. C: "a different order of characters for each run");
+    no raw file is needed."""
     if question not in SCHOOL_QUESTIONS:
         raise ValueError(f"question must be one of {sorted(SCHOOL_QUESTIONS)}, not {question!r}")
     rows = []
     for run in range(int(runs)):
-        order = character_order(f"school-{question}", len(SCHOOL_STUDENTS), run, int(seed))
-        names = [SCHOOL_STUDENTS[k][0] for k in order]
-        genders = [SCHOOL_STUDENTS[k][1] for k in order]
+        idx = character_order(f"school-{question}", len(SCHOOL_STUDENTS), run, int(seed), agent_order)
+        names = [SCHOOL_STUDENTS[k][0] for k in idx]
+        genders = [SCHOOL_STUDENTS[k][1] for k in idx]
         agents = ", ".join(names[:-1]) + f" and {names[-1]}"
         text = SCHOOL_QUESTIONS[question].format(agents=agents)
         rows.append({

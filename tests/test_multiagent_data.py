@@ -92,13 +92,15 @@ def test_bad_annotation_names_file_record_field(tmp_path: Path, built):
 def test_runs_expansion(built):
     ds, _ = built
     base = ds["scenarios"]["test"].select(range(2))
-    out = prompts.expand_runs(base, runs=3, seed=0)
+    fixed = prompts.expand_runs(base, runs=3, seed=0)  # default: the dataset's order in every run (paper Sec. 5)
+    assert {tuple(o) for o in fixed["character_order"]} == {(0, 1, 2, 3)}
+    out = prompts.expand_runs(base, runs=3, seed=0, agent_order="permuted")
     assert out["doc_key"] == ["scenario_000#run0", "scenario_001#run0", "scenario_000#run1", "scenario_001#run1",
                               "scenario_000#run2", "scenario_001#run2"]  # fmt: skip
     assert out[0]["character_order"] == [0, 1, 2, 3] and out[0]["agent_names"][0] == "John (Male)"
     orders = {tuple(r["character_order"]) for r in out if r["id"] == "scenario_000"}
     assert len(orders) >= 2  # later runs permute the characters
-    again = prompts.expand_runs(base, runs=3, seed=0)
+    again = prompts.expand_runs(base, runs=3, seed=0, agent_order="permuted")
     assert again["character_order"] == out["character_order"]  # seeded
     r = out[2]
     assert r["scenario_prompt"].endswith("Characters Involved: " + ", ".join(r["run_characters"]))
