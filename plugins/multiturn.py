@@ -61,7 +61,10 @@ How messages reach the model:
 Resume: with ``--use_cache`` every step first looks its prompts up in lm-eval's sqlite cache
 (``lm.cache_hook.dbdict``, the same keys as ``generate_until``), sends only the missing ones, and writes and
 commits the step's answers before the next step starts. A second identical run makes no model call; a run that
-crashed mid-way loses no completed step. (Sampled generations, ``do_sample: true``, are never cached, as in lm-eval.)
+crashed mid-way loses no completed step. Sampled generations (``do_sample: true``) are cached too, under a key that
+adds which draw it is (task, document, repeat, step, prompt key): identical prompts of different documents (e.g. the
+runs of a multi-agent scenario) stay separate draws, and a second run with the same cache replays the same draws
+(use a new cache file for new draws). lm-eval's own ``generate_until`` never caches sampled requests.
 
 Progress: a tqdm bar over steps plus one INFO log line per step (``multiturn step 3: 1 generate_until call,
 450 prompts (0 from cache) from 450 dialogues of 1 task(s)``). :data:`LAST_RUN_STATS` keeps the per-step
@@ -152,8 +155,14 @@ def _step_gen_kwargs(base: dict, override: dict | None, plain: bool) -> dict:
 # ------------------------------------------------------------------ one step = one generate_until call
 
 
-def _cacheable(inst: Instance) -> bool:
-    return not inst.args[1].get("do_sample", False)
+def _cache_key(inst: Instance) -> str | None:
+    """lm-eval's ``generate_until`` key; a sampled prompt (``do_sample``) is also keyed by which draw it is
+    (``sample_id``: task, document, repeat, step, prompt key), so the identical prompts of different runs stay
+    separate draws and ``--use_cache`` replays each run's own answers. None: not cached."""
+    if not inst.args[1].get("do_sample", False):
+        return hash_args("generate_until", inst.args)
+    sample_id = getattr(inst, "sample_id", None)
+    return None if sample_id is None else hash_args("multiturn_sample", (*inst.args, sample_id))
 
 
 def run_step(lm: LM, batch: list[Instance]) -> tuple[list[str], int, int]:
@@ -166,8 +175,8 @@ def run_step(lm: LM, batch: list[Instance]) -> tuple[list[str], int, int]:
     answers: list[str | None] = [None] * len(batch)
     todo: list[int] = []
     for i, inst in enumerate(batch):
-        if dbdict is not None and _cacheable(inst):
-            key = hash_args("generate_until", inst.args)
+        key = _cache_key(inst) if dbdict is not None else None
+        if key is not None:
             if key in dbdict:
                 answers[i] = dbdict[key]
                 continue
@@ -178,11 +187,22 @@ def run_step(lm: LM, batch: list[Instance]) -> tuple[list[str], int, int]:
             raise RuntimeError(f"generate_until returned {len(out)} answers for {len(todo)} prompts")
         for i, text in zip(todo, out):
             answers[i] = text
-            if dbdict is not None and _cacheable(batch[i]):
-                dbdict[hash_args("generate_until", batch[i].args)] = text
+            if dbdict is not None and (key := _cache_key(batch[i])) is not None:
+                dbdict[key] = text
         if dbdict is not None:
             dbdict.commit()
     return [a if a is not None else "" for a in answers], len(batch) - len(todo), int(bool(todo))
+
+
+def _repeat_index(requests: list[MultiTurnInstance]) -> list[int]:
+    """For each request, how many earlier requests share its (task, document): lm-eval's ``repeats`` copies."""
+    seen: dict[tuple[str, Any], int] = {}
+    out = []
+    for r in requests:
+        key = (r.task_name, r.doc_id)
+        out.append(seen.get(key, 0))
+        seen[key] = out[-1] + 1
+    return out
 
 
 def _make_dialogue(req: MultiTurnInstance) -> Dialogue:
@@ -199,6 +219,7 @@ def multiturn_generate(self: LM, requests: list[MultiTurnInstance], disable_tqdm
     tasks = {r.task_name for r in requests}
     LAST_RUN_STATS.clear()
     bar = tqdm(desc="multiturn steps", unit="step", disable=disable_tqdm)
+    repeat = _repeat_index(requests)
     step = 0
     while True:
         batch: list[Instance] = []
@@ -215,6 +236,7 @@ def multiturn_generate(self: LM, requests: list[MultiTurnInstance], disable_tqdm
                 ctx = build_context(self, p.messages, req.use_chat_template)
                 gen = _step_gen_kwargs(req.args[1], p.gen_kwargs, plain)
                 batch.append(Instance("generate_until", req.doc, (ctx, gen), idx=len(batch), metadata=(req.task_name, req.doc_id, 1)))
+                batch[-1].sample_id = (req.task_name, req.doc_id, repeat[i], step + 1, repr(p.key))  # type: ignore[attr-defined]
                 owners.append((i, p.key))
         if not batch:
             break
