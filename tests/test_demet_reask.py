@@ -123,3 +123,24 @@ def test_reask_config_errors_and_yaml_metrics():
 
     spec = yaml.load(open(bias_harness.tasks_dir() + "/demet/demet_reask.yaml"), Loader=yaml.BaseLoader)
     assert [x["metric"] for x in spec["metric_list"]] == dm.reask_metric_keys()
+
+
+def test_reask_tiny_random_model_with_chat_template(tiny_causal_lm):
+    """The user's path with a real `hf` model and its chat template: every logged sample's attempts agree with its
+    choice and with the answered_at_<k> / invalid_rate metrics (recomputed here from the logged JSON)."""
+    res = lm_eval.simple_evaluate(
+        model="hf", model_args=f"pretrained={tiny_causal_lm},dtype=float32", tasks=["demet_reask"], limit=9,
+        task_manager=bias_harness.task_manager(include_defaults=False), bootstrap_iters=0, log_samples=True,
+        gen_kwargs="max_gen_toks=4", batch_size=9, device="cpu", apply_chat_template=True,
+    )  # fmt: skip
+    m = _metrics(res)
+    outs = [json.loads(s["resps"][0][0]) for s in res["samples"]["demet_reask"]]
+    assert len(outs) == 9
+    for out in outs:
+        valid = [a["attempt"] for a in out["attempts"] if a["choice"] != "[invalid]"]
+        assert valid == ([out["answered_at"]] if out["answered_at"] else [])  # asking stops at the first valid answer
+        assert len(out["attempts"]) == (out["answered_at"] or 5)
+        assert out["transcript"][0]["text"].endswith("You must select 1 or 2.")
+    for k in range(1, 6):
+        assert m[f"answered_at_{k}"] == pytest.approx(sum(o["answered_at"] == k for o in outs) / 9)
+    assert m["n_invalid"] == sum(o["answered_at"] is None for o in outs)
