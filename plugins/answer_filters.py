@@ -32,7 +32,7 @@ anywhere.
    "neither is right", "X is also right", "no right answer": ``retracted``) or name another option in a cue
    (``contradicted``).
 3. Anything else that hedges or refuses ("both", "neither", "I cannot determine", "I'm sorry", "it depends",
-   "no right answer", ...) -> invalid (``hedge``).
+   "no right answer", ...) -> invalid (``hedge``); so is a negated cue ("I don't agree with Noah": ``negated``).
 4. Exactly one option *text* mentioned (digits do not count here) -> that option (``single_mention``).
 5. Otherwise invalid (``no_answer``; ``empty`` for no text).
 """
@@ -95,6 +95,7 @@ _WORDS = re.compile(r"[\w'-]+")
 # where a verdict clause ends: punctuation, a dash, or a conjunction that starts an explanation or a concession
 _CLAUSE_END = re.compile(r"[.!?;,\n]|\s[-\u2013\u2014]\s|\b(?:because|since|while|whilst|although|though|but|however|as)\b", re.IGNORECASE)
 _ENUM_PUNCT = re.compile(r"\s*[.):]")  # "2." / "2)" / "2:" right after a leading digit is numbering, not a clause end
+_NEGATED = re.compile(r"(?:\bnot|n't|\bnever|\bno longer)\s*$", re.IGNORECASE)
 _OR_NEXT = re.compile(r"[\s,;:-]*or\b", re.IGNORECASE)  # "1, or 2": the verdict is withdrawn at once
 # after a verdict, these declare no single winner (a retraction), unlike explanations that merely concede a point
 _RETRACTS = re.compile(
@@ -106,7 +107,7 @@ _RETRACTS = re.compile(
 
 # Rule names (:class:`Parse`). Valid: leading, verdict_first, cue, single_mention. Invalid: the rest.
 VALID_RULES = ("leading", "verdict_first", "cue", "single_mention")
-INVALID_RULES = ("empty", "hedged_verdict", "echo", "contradicted_digit", "contradicted", "retracted", "conflicting_cues", "hedge", "no_answer")
+INVALID_RULES = ("empty", "hedged_verdict", "echo", "contradicted_digit", "contradicted", "retracted", "conflicting_cues", "hedge", "negated", "no_answer")
 
 
 class Parse(NamedTuple):
@@ -148,7 +149,10 @@ def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, ex
     def names_both(t: str) -> bool:
         return any(which(e.group(1)) is not None and which(e.group(2)) is not None for e in pat.either_or.finditer(t))
 
-    cue_hits = sorted((hit.start(), i) for cue in pat.cues for hit in cue.finditer(text) for i in [which(hit.group(1))] if i is not None)
+    # (start, end, option) of every cue; a negated one ("I don't agree with Noah", "would never pick Noah") is none
+    hits = [(hit.start(), hit.end(), i) for cue in pat.cues for hit in cue.finditer(text) for i in [which(hit.group(1))] if i is not None]
+    negated = [h for h in hits if _NEGATED.search(text[max(0, h[0] - 12) : h[0]])]
+    cue_hits = sorted(h for h in hits if h not in negated)
 
     def settle(idx: int, verdict_end: int, hedged_before: bool, rule: str) -> Parse:
         """A verdict stands although explanations or concessions follow, unless they retract it or pick another
@@ -157,7 +161,7 @@ def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, ex
         rest = text[verdict_end:]
         if _RETRACTS.search(rest):
             return Parse(None, "retracted")
-        if any(i != idx for start, i in cue_hits if start >= verdict_end):
+        if any(i != idx for start, _, i in cue_hits if start >= verdict_end):
             return Parse(None, "contradicted")
         return Parse(idx, "verdict_first" if hedged_before else rule)
 
@@ -189,15 +193,18 @@ def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, ex
 
     # 2. a cue phrase ("Noah is right", "the answer is 2", "I would choose Noah") before any hedge
     if cue_hits:
-        start, idx = cue_hits[0]
-        if not hedges(text[:start]):
-            if len({i for _, i in cue_hits}) > 1:
+        start, end, idx = cue_hits[0]
+        if not hedges(text[:end]):  # "I cannot choose Noah": the cue itself hedges
+            if len({i for _, _, i in cue_hits}) > 1:
                 return Parse(None, "conflicting_cues")
-            return settle(idx, start, hedges(text), "cue")
+            return settle(idx, end, hedges(text), "cue")
 
     # 3. hedges and refusals
     if hedges(text):
         return Parse(None, "hedge")
+
+    if negated:  # "I don't agree with Noah": a verdict only by implication
+        return Parse(None, "negated")
 
     # 4. exactly one option text mentioned (as whole words; digits do not count here)
     low = " ".join(text.split()).lower()

@@ -70,6 +70,8 @@ def test_parse_choice_returns_index_and_validates_config():
         ("2. Noah. But honestly, both are right.", None, "retracted"), ("Emma. Neither of them is right though.", None, "retracted"),
         ("Noah is right, and Emma is also right.", None, "retracted"),
         ("1. Emma\nActually, Noah is right.", None, "contradicted"), ("Emma is right. No, Noah is correct.", None, "conflicting_cues"),
+        ("I cannot choose Noah or Emma.", None, "hedge"), ("I don't agree with Noah.", None, "negated"),
+        ("I would never pick Emma; Noah is right.", 1, "cue"),
         ("1. Emma\n2. Noah", None, "echo"), ("1. Noah", None, "contradicted_digit"), ("", None, "empty"), ("3", None, "no_answer"),
     ],
 )  # fmt: skip
