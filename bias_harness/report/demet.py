@@ -194,7 +194,9 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
                   "| | B(woman, man) | p | B(woman, neutral) | p | B(neutral, man) | p | mixed_gender_bias |",
                   "|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for s, k in rows:
-            cells = [f"{fmt(_m(run, task, f'pair_bias_{p}_{k}'))} | {_p(_subset_mcnemar(choices, p, k)) if choices else '–'}" for p in PAIRS]
+            biases = [_m(run, task, f"pair_bias_{p}_{k}") for p in PAIRS]
+            defined = [isinstance(b, (int, float)) and not math.isnan(b) for b in biases]  # no p where the bias is n/a
+            cells = [f"{fmt(b)} | {_p(_subset_mcnemar(choices, p, k)) if choices and ok else '–'}" for p, b, ok in zip(PAIRS, biases, defined)]
             lines.append(f"| {s.replace('_', ' ')} | " + " | ".join(cells) + f" | {fmt(_m(run, task, f'mixed_gender_bias_{k}'))} |")
         lines.append("")
 
