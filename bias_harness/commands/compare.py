@@ -1,0 +1,59 @@
+"""``bias-harness compare RUN_A RUN_B [RUN_C ...]``: paired comparison of lm-eval runs on the same documents.
+
+Each later run is compared with RUN_A, task by task (``plugins/paired.py``): the difference of every headline
+metric, a 95% paired-bootstrap CI over the task's resampling unit, and a p-value (McNemar where the per-document
+outcome is binary). Runs on different documents are refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="paired comparison (difference, paired-bootstrap CI, p-value) of runs on the same documents")
+    p.add_argument("runs", nargs="+", type=Path, help="lm-eval --output_path folders run with --log_samples; the first is A, each other is compared with it")
+    p.add_argument("--out", type=Path, default=None, help="folder for README.md and plots (default: <RUN_B>/compare)")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of writing Markdown")
+    p.add_argument("--tasks", default=None, help="comma-separated tasks to compare (default: all; the runs must share them)")
+    p.add_argument("--unit", default=None, help="resampling unit where a work offers several (StereoSet: 'target term' or 'context')")
+    p.add_argument("--iters", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    p.add_argument("--seed", type=int, default=1234, help="bootstrap seed (default 1234)")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from bias_harness.plugins.paired import RunMismatch, compare_runs
+    from bias_harness.report.compare import render_markdown
+
+    if len(args.runs) < 2:
+        print("bias-harness compare: give at least two runs (RUN_A RUN_B)", file=sys.stderr)
+        return 2
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+    base, others = args.runs[0], args.runs[1:]
+    try:
+        results = [compare_runs(base, other, tasks=tasks, unit=args.unit, iters=args.iters, seed=args.seed) for other in others]
+    except (RunMismatch, FileNotFoundError, ValueError) as err:
+        print(f"bias-harness compare: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        payload = [c.to_dict() for c in results]
+        print(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2))
+        return 0
+    out = args.out or others[0] / "compare"
+    out.mkdir(parents=True, exist_ok=True)
+    parts = ["# bias-harness compare", ""]
+    for i, cmp in enumerate(results):
+        sub = out if len(results) == 1 else out / f"b{i + 1}"
+        sub.mkdir(parents=True, exist_ok=True)
+        text = render_markdown(cmp, sub)
+        if sub != out:  # plots live in a sub-folder per compared run
+            text = text.replace("](compare_", f"]({sub.name}/compare_")
+        parts.append(text)
+    path = out / "README.md"
+    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    print(path)
+    return 0

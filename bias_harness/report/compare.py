@@ -1,0 +1,92 @@
+"""Markdown section and forest plot of a paired comparison (``plugins/paired.py``); used by ``bias-harness compare``
+and the model card of ``bias-harness mitigate``. Not a report section of its own (no ``matches``)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from bias_harness.plugins.paired import ALPHA, Comparison, MetricComparison
+from bias_harness.report import fmt, short_label
+
+
+def p_text(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:.2g}" if value < 1e-3 else f"{value:.4f}"
+
+
+def verdict(m: MetricComparison) -> str:
+    if math.isnan(m.p):
+        return "n/a"
+    return "**yes**" if m.significant else "no"
+
+
+def _groups(cmp: Comparison) -> dict[tuple[str, str], list[MetricComparison]]:
+    out: dict[tuple[str, str], list[MetricComparison]] = {}
+    for m in cmp.metrics:
+        out.setdefault((m.task, m.filter), []).append(m)
+    return out
+
+
+def plot(metrics: list[MetricComparison], path: Path, title: str) -> Path:
+    """Forest plot: the difference B - A of each metric with its 95% paired-bootstrap CI; filled = significant."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(metrics) + 1.2))
+    for i, m in enumerate(reversed(metrics)):
+        if math.isnan(m.diff):
+            ax.text(0, i, "no data", ha="center", va="center", fontsize=8, color="#888888")
+            continue
+        lo = m.diff - m.ci_lo if not math.isnan(m.ci_lo) else 0.0
+        hi = m.ci_hi - m.diff if not math.isnan(m.ci_hi) else 0.0
+        color = "#c44e52" if m.significant else "#4c72b0"
+        ax.errorbar(m.diff, i, xerr=[[max(lo, 0.0)], [max(hi, 0.0)]], fmt="o", color=color, capsize=3,
+                    markerfacecolor=color if m.significant else "white")  # fmt: skip
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(metrics)), [m.metric for m in reversed(metrics)])
+    ax.set_xlabel("B − A, 95% paired-bootstrap CI (red: significant)")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def render_markdown(cmp: Comparison, out_dir: Path | None = None, heading: str = "##") -> str:
+    """The comparison as Markdown (one table per task and filter; forest plots saved in ``out_dir`` when given)."""
+    lines = [f"{heading} Paired comparison: B vs A", "",
+             f"- **A:** `{cmp.run_a}` (`{short_label(cmp.label_a)}`)", f"- **B:** `{cmp.run_b}` (`{short_label(cmp.label_b)}`)", "",
+             f"Differences are B − A on the same documents. 95% CI: percentile interval of {cmp.iters} paired bootstrap resamples "
+             f"(seed {cmp.seed}) of the task's resampling unit, the metric recomputed with the task's own aggregation on each. "
+             f"p: exact McNemar test where the metric is a share of binary per-document outcomes (documents with a defined "
+             f"outcome in both runs), else the two-sided paired-bootstrap p; significant: p < {ALPHA}.", ""]  # fmt: skip
+    for (task, filt), metrics in _groups(cmp).items():
+        first = metrics[0]
+        lines += [f"{heading}# `{task}` (filter `{filt}`)", "",
+                  f"Resampling unit: {first.unit} ({first.n_units} units, {first.n_docs} documents).", "",
+                  "| metric | A | B | B − A | 95% CI | p | test | significant |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for m in metrics:
+            test = m.test + (f" (b={m.mcnemar_b}, c={m.mcnemar_c}, n={m.mcnemar_n})" if m.p_mcnemar is not None else "")
+            diff = "–" if math.isnan(m.diff) else f"{m.diff:+.3f}"
+            lines.append(f"| {m.metric} | {fmt(m.value_a)} | {fmt(m.value_b)} | {diff} | [{fmt(m.ci_lo)}, {fmt(m.ci_hi)}] | "
+                         f"{p_text(m.p)} | {test} | {verdict(m)} |")  # fmt: skip
+        undefined = [m for m in metrics if m.n_undefined]
+        if undefined:
+            lines += ["", "Resamples where a metric was undefined in either run (left out of its CI and p): "
+                      + ", ".join(f"{m.metric} {m.n_undefined}" for m in undefined) + "."]  # fmt: skip
+        off = [m for m in metrics if not m.consistent]
+        if off:
+            lines += ["", "**Differs from results_*.json** (the metric definition changed since the run?): "
+                      + ", ".join(f"{m.metric} (recorded {fmt(m.recorded_a)} / {fmt(m.recorded_b)})" for m in off) + "."]  # fmt: skip
+        if out_dir is not None:
+            stem = f"compare_{task}_{filt}".replace("/", "_").replace(" ", "_")
+            png = plot(metrics, Path(out_dir) / f"{stem}.png", f"{task} ({filt}): B − A")
+            lines += ["", f"![{task}: differences B − A]({png.name})"]
+        lines.append("")
+    if cmp.skipped:
+        lines += ["Not compared: " + "; ".join(f"`{t}`: {why}" for t, why in cmp.skipped.items()) + ".", ""]
+    return "\n".join(lines)

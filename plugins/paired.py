@@ -1,0 +1,368 @@
+"""Paired comparison of two lm-eval runs of the same task on the same documents.
+
+A run is what lm-eval writes with ``--output_path DIR --log_samples``: ``results_*.json`` and ``samples_*.jsonl``.
+Every sample record holds, under each metric key, the item the task's ``process_results`` returned for that
+document, and the task's own aggregation turns a list of items into the metric. So a paired comparison needs no
+metric of its own: :func:`compare_runs` matches the documents of both runs, groups them by the task's resampling
+unit, and on every bootstrap resample (the same units for both runs) recomputes each headline metric with the
+work's own aggregation (declared by an :class:`Adapter`, see ``plugins/paired_works.py``) and takes the difference.
+
+Per headline metric the result has (B minus A):
+
+* ``diff``: the metric of run B minus that of run A, on all documents;
+* ``ci_lo`` / ``ci_hi``: 95% percentile interval of the differences over paired resamples of units;
+* ``p_bootstrap``: two-sided paired-bootstrap p-value, the smallest alpha whose percentile interval excludes 0:
+  ``min(1, 2 * min(#{d* <= 0} + 1, #{d* >= 0} + 1) / (m + 1))`` over the ``m`` resamples where the metric is defined
+  in both runs (the +1 is Davison & Hinkley's (1997, eq. 4.11) Monte Carlo correction: p is never below
+  ``2 / (m + 1)``, and identical runs give exactly 1);
+* ``p_mcnemar`` (where the metric is a share of binary per-document outcomes): exact McNemar test
+  (``plugins/stats.py``) on the documents whose outcome is defined in both runs; ``b`` = documents with outcome 1
+  in A and 0 in B, ``c`` = 0 in A and 1 in B.
+
+``significant`` uses McNemar's p where there is one, else the bootstrap p, at ``alpha`` (0.05).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bias_harness.plugins import stats
+
+ALPHA = 0.05
+
+
+class RunMismatch(ValueError):
+    """The two runs cannot be paired (different tasks, documents or filters)."""
+
+
+# ---------------------------------------------------------------- what a work declares
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A resampling unit: all documents with the same ``key`` travel together in a resample."""
+
+    name: str  # for people, e.g. "matched name pair"
+    key: Callable[[dict[str, Any]], Hashable]  # sample record (with "doc" and the metric items) -> unit id
+    # item, copy tag -> the item as a separate unit (for aggregations that group items by the unit's id: a unit
+    # drawn twice must count twice); None when the aggregation does not group by it
+    relabel: Callable[[Any, str], Any] | None = None
+
+
+def by_document() -> Unit:
+    return Unit("document", lambda rec: str(rec["doc_id"]))
+
+
+def as_tuples(value: Any) -> Any:
+    """JSON lists back to the tuples ``process_results`` returned (dicts and scalars unchanged)."""
+    if isinstance(value, list):
+        return tuple(as_tuples(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """How to compare one work's tasks: its headline metrics, their aggregation and the resampling unit."""
+
+    work: str
+    detect: Callable[[set[str]], bool]  # metric keys of a sample record -> is this work
+    headline: Callable[[set[str]], list[str]]  # metric keys present -> the headline metrics
+    # items per metric key (all documents of a resample) -> {headline metric: value}; the work's own aggregations
+    values: Callable[[dict[str, list[Any]]], dict[str, float]]
+    units: tuple[Unit, ...]  # the first is the default
+    outcome: Callable[[str, Any], float | None] | None = None  # metric, item -> 0/1 per document (None: not counted)
+    sources: Callable[[list[str]], set[str]] = set  # headline metrics -> the metric keys whose items ``values`` reads
+    decode: Callable[[Any], Any] = as_tuples  # a JSON item -> what the aggregation expects
+
+    def unit(self, name: str | None) -> Unit:
+        if name is None:
+            return self.units[0]
+        for u in self.units:
+            if u.name == name or u.name.replace(" ", "_") == name:
+                return u
+        raise ValueError(f"{self.work}: unknown resampling unit {name!r} (choose from: {', '.join(u.name for u in self.units)})")
+
+
+# ---------------------------------------------------------------- the statistics
+
+
+def bootstrap_p(deltas: np.ndarray) -> float:
+    """Two-sided percentile-bootstrap p-value of H0: difference 0 (see the module docstring)."""
+    m = len(deltas)
+    if m == 0:
+        return math.nan
+    le, ge = int(np.sum(deltas <= 0)), int(np.sum(deltas >= 0))
+    return float(min(1.0, 2 * min(le + 1, ge + 1) / (m + 1)))
+
+
+def paired_bootstrap(
+    units_a: Sequence[dict[str, list[Any]]],
+    units_b: Sequence[dict[str, list[Any]]],
+    values: Callable[[dict[str, list[Any]]], dict[str, float]],
+    relabel: Callable[[Any, str], Any] | None = None,
+    iters: int = stats.BOOTSTRAP_ITERS,
+    seed: int = stats.BOOTSTRAP_SEED,
+    alpha: float = ALPHA,
+) -> dict[str, dict[str, float]]:
+    """Differences B - A of every metric of ``values`` over paired resamples of units.
+
+    ``units_a[i]`` / ``units_b[i]``: the items (per metric key) of unit i in each run; the same indices are drawn
+    for both runs. Returns {metric: {diff, ci_lo, ci_hi, p_bootstrap, n_resamples, n_undefined}}.
+    """
+    n = len(units_a)
+    if n != len(units_b):
+        raise ValueError(f"{n} units in run A, {len(units_b)} in run B")
+
+    def pool(units: Sequence[dict[str, list[Any]]], idx: Sequence[int]) -> dict[str, list[Any]]:
+        out: dict[str, list[Any]] = {}
+        seen: Counter = Counter()
+        for i in idx:
+            copy = seen[i]
+            seen[i] += 1
+            for key, items in units[i].items():
+                dest = out.setdefault(key, [])
+                if copy and relabel is not None:
+                    dest.extend(relabel(it, f"#{copy}") for it in items)
+                else:
+                    dest.extend(items)
+        return out
+
+    full = range(n)
+    va, vb = values(pool(units_a, full)), values(pool(units_b, full))
+    deltas: dict[str, list[float]] = {k: [] for k in va}
+    rng = np.random.default_rng(seed)
+    for _ in range(iters if n else 0):
+        idx = rng.integers(0, n, size=n)
+        ra, rb = values(pool(units_a, idx)), values(pool(units_b, idx))
+        for k in deltas:
+            d = rb[k] - ra[k]
+            if not math.isnan(d):
+                deltas[k].append(d)
+    out = {}
+    for k, ds in deltas.items():
+        arr = np.asarray(ds, dtype=float)
+        lo, hi = (np.percentile(arr, [100 * alpha / 2, 100 * (1 - alpha / 2)]) if len(arr) else (math.nan, math.nan))
+        out[k] = {"value_a": va[k], "value_b": vb[k], "diff": vb[k] - va[k], "ci_lo": float(lo), "ci_hi": float(hi),
+                  "p_bootstrap": bootstrap_p(arr), "n_resamples": len(arr), "n_undefined": iters - len(arr) if n else 0}  # fmt: skip
+    return out
+
+
+def mcnemar_paired(outcomes_a: Sequence[float | None], outcomes_b: Sequence[float | None]) -> tuple[int, int, int, float]:
+    """(b, c, documents counted, exact McNemar p) from per-document 0/1 outcomes of both runs (same order)."""
+    b = c = n = 0
+    for x, y in zip(outcomes_a, outcomes_b, strict=True):
+        if x is None or y is None:
+            continue
+        n += 1
+        b += x == 1 and y == 0
+        c += x == 0 and y == 1
+    return b, c, n, stats.mcnemar(b, c, exact=True)
+
+
+# ---------------------------------------------------------------- runs and documents
+
+
+@dataclass
+class MetricComparison:
+    task: str
+    filter: str
+    metric: str
+    unit: str
+    n_units: int
+    n_docs: int
+    value_a: float
+    value_b: float
+    diff: float
+    ci_lo: float
+    ci_hi: float
+    p_bootstrap: float
+    n_resamples: int
+    n_undefined: int = 0
+    p_mcnemar: float | None = None
+    mcnemar_b: int | None = None
+    mcnemar_c: int | None = None
+    mcnemar_n: int | None = None
+    recorded_a: float | None = None  # what lm-eval wrote in results_*.json
+    recorded_b: float | None = None
+    alpha: float = ALPHA
+
+    @property
+    def consistent(self) -> bool:
+        """The full-run values equal what lm-eval recorded (where it recorded a number)."""
+        return all(rec is None or (math.isnan(rec) and math.isnan(val)) or math.isclose(rec, val, rel_tol=1e-6, abs_tol=1e-9)
+                   for rec, val in ((self.recorded_a, self.value_a), (self.recorded_b, self.value_b)))  # fmt: skip
+
+    @property
+    def p(self) -> float:
+        return self.p_mcnemar if self.p_mcnemar is not None else self.p_bootstrap
+
+    @property
+    def test(self) -> str:
+        return "McNemar (exact)" if self.p_mcnemar is not None else "paired bootstrap"
+
+    @property
+    def significant(self) -> bool:
+        return not math.isnan(self.p) and self.p < self.alpha
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "p": self.p, "test": self.test, "significant": self.significant, "consistent": self.consistent}
+
+
+@dataclass
+class Comparison:
+    run_a: str
+    run_b: str
+    label_a: str
+    label_b: str
+    iters: int
+    seed: int
+    metrics: list[MetricComparison] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # task -> why it was not compared
+
+    def to_dict(self) -> dict[str, Any]:
+        return _json_safe({"run_a": self.run_a, "run_b": self.run_b, "model_a": self.label_a, "model_b": self.label_b,
+                "iters": self.iters, "seed": self.seed, "alpha": ALPHA,
+                "metrics": [m.to_dict() for m in self.metrics], "skipped": self.skipped})  # fmt: skip
+
+    def find(self, task: str, metric: str, filt: str | None = None) -> MetricComparison | None:
+        return next((m for m in self.metrics if m.task == task and m.metric == metric and (filt is None or m.filter == filt)), None)
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN -> None (strict JSON)."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _by_filter(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for rec in records:
+        out.setdefault(str(rec.get("filter", "none")), {})[str(rec["doc_id"])] = rec
+    return out
+
+
+def _examples(ids: set[str], k: int = 5) -> str:
+    def order(x: str) -> tuple[int, Any]:
+        return (0, int(x)) if x.isdigit() else (1, x)
+
+    first = sorted(ids, key=order)[:k]
+    return ", ".join(first) + (", ..." if len(ids) > k else "")
+
+
+def match_documents(task: str, records_a: list[dict[str, Any]], records_b: list[dict[str, Any]], run_a: str, run_b: str) -> dict[str, list[tuple[dict, dict]]]:
+    """{filter: [(record A, record B) per document]}; :class:`RunMismatch` naming the task and doc ids otherwise."""
+    fa, fb = _by_filter(records_a), _by_filter(records_b)
+    if set(fa) != set(fb):
+        raise RunMismatch(f"task {task}: different filters: {sorted(fa)} in {run_a}, {sorted(fb)} in {run_b}")
+    out = {}
+    for filt in fa:
+        a, b = fa[filt], fb[filt]
+        only_a, only_b = set(a) - set(b), set(b) - set(a)
+        if only_a or only_b:
+            parts = [f"{len(s)} doc id(s) only in {r} ({_examples(s)})" for s, r in ((only_a, run_a), (only_b, run_b)) if s]
+            raise RunMismatch(f"task {task}: the runs are on different documents: " + "; ".join(parts)
+                              + " (same --limit / --samples for both runs?)")  # fmt: skip
+        changed = {d for d in a if a[d].get("doc_hash") and b[d].get("doc_hash") and a[d]["doc_hash"] != b[d]["doc_hash"]}
+        if changed:
+            raise RunMismatch(f"task {task}: {len(changed)} document(s) differ in content between {run_a} and {run_b} "
+                              f"(doc_hash of doc id(s) {_examples(changed)}): different dataset versions?")  # fmt: skip
+        ids = sorted(a, key=lambda x: (0, int(x)) if x.isdigit() else (1, x))  # type: ignore[return-value]
+        out[filt] = [(a[d], b[d]) for d in ids]
+    return out
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def compare_task(task: str, pairs: list[tuple[dict, dict]], adapter: Adapter, filt: str, unit_name: str | None = None,
+                 iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED,
+                 recorded: tuple[dict[str, Any], dict[str, Any]] = ({}, {})) -> list[MetricComparison]:  # fmt: skip
+    """Every headline metric of one task and filter: difference, paired-bootstrap CI and p, McNemar where binary."""
+    headline = adapter.headline(set(pairs[0][0].get("metrics") or []))
+    keys = adapter.sources(headline)
+    unit = adapter.unit(unit_name)
+    order: dict[Hashable, int] = {}
+    units_a: list[dict[str, list[Any]]] = []
+    units_b: list[dict[str, list[Any]]] = []
+    for ra, rb in pairs:
+        ua, ub = unit.key(ra), unit.key(rb)
+        if ua != ub:
+            raise RunMismatch(f"task {task}: doc id {ra['doc_id']} belongs to unit {ua!r} in one run and {ub!r} in the other")
+        i = order.setdefault(ua, len(order))
+        if i == len(units_a):
+            units_a.append({k: [] for k in keys})
+            units_b.append({k: [] for k in keys})
+        for k in keys:
+            units_a[i][k].append(adapter.decode(ra.get(k)))
+            units_b[i][k].append(adapter.decode(rb.get(k)))
+
+    def values(items: dict[str, list[Any]]) -> dict[str, float]:
+        vals = adapter.values(items)
+        return {m: float(vals[m]) for m in headline}
+
+    boot = paired_bootstrap(units_a, units_b, values, relabel=unit.relabel, iters=iters, seed=seed)
+    out = []
+    for m in headline:
+        r = boot[m]
+        cmp = MetricComparison(task=task, filter=filt, metric=m, unit=unit.name, n_units=len(units_a), n_docs=len(pairs),
+                               recorded_a=_number(recorded[0].get(f"{m},{filt}")), recorded_b=_number(recorded[1].get(f"{m},{filt}")), **r)  # fmt: skip
+        if adapter.outcome is not None:
+            oa = [adapter.outcome(m, adapter.decode(ra.get(m))) for ra, _ in pairs]
+            ob = [adapter.outcome(m, adapter.decode(rb.get(m))) for _, rb in pairs]
+            if any(x is not None for x in oa) and any(x is not None for x in ob):
+                cmp.mcnemar_b, cmp.mcnemar_c, cmp.mcnemar_n, cmp.p_mcnemar = mcnemar_paired(oa, ob)
+        out.append(cmp)
+    return out
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path, tasks: Sequence[str] | None = None, unit: str | None = None,
+                 iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED) -> Comparison:  # fmt: skip
+    """Compare every task the two lm-eval output folders share (or ``tasks``); see the module docstring."""
+    from bias_harness.plugins.paired_works import adapter_for
+    from bias_harness.report import load_run
+
+    a, b = load_run(run_a), load_run(run_b)
+    wanted = list(tasks) if tasks else sorted(set(a.results) | set(b.results))
+    missing = {t: [str(r) for r, run in ((run_a, a), (run_b, b)) if t not in run.results] for t in wanted}
+    missing = {t: rs for t, rs in missing.items() if rs}
+    if missing:
+        raise RunMismatch("the runs do not cover the same tasks: " + "; ".join(f"{t} missing in {', '.join(rs)}" for t, rs in missing.items())
+                          + " (give --tasks to compare the shared ones)")  # fmt: skip
+    label = lambda run, t: run.model.get(t, "?")  # noqa: E731
+    out = Comparison(str(run_a), str(run_b), label(a, wanted[0]) if wanted else "?", label(b, wanted[0]) if wanted else "?", iters, seed)
+    for task in wanted:
+        rec_a, rec_b = a.samples(task), b.samples(task)
+        if not rec_a and not rec_b and not a.configs.get(task, {}).get("metric_list"):
+            out.skipped[task] = "a group (its subtasks are compared one by one)"
+            continue
+        for recs, r in ((rec_a, run_a), (rec_b, run_b)):
+            if not recs:
+                raise RunMismatch(f"task {task}: no samples_{task}_*.jsonl in {r}: run lm-eval with --log_samples")
+        matched = match_documents(task, rec_a, rec_b, str(run_a), str(run_b))
+        keys = set(rec_a[0].get("metrics") or [])
+        adapter = adapter_for(keys, rec_a)
+        if adapter is None:
+            out.skipped[task] = "no headline metric with a known aggregation"
+            continue
+        for filt, pairs in matched.items():
+            found = compare_task(task, pairs, adapter, filt, unit, iters, seed, (a.results.get(task, {}), b.results.get(task, {})))
+            if adapter.work == "generic":  # aggregation unknown: keep only metrics lm-eval averaged (mean == recorded)
+                dropped = [m.metric for m in found if not m.consistent or m.recorded_a is None]
+                found = [m for m in found if m.consistent and m.recorded_a is not None]
+                if dropped:
+                    out.skipped[f"{task} ({filt})"] = "not a mean of per-document numbers: " + ", ".join(dropped)
+            out.metrics += found
+    return out
