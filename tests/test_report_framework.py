@@ -25,3 +25,42 @@ def test_two_models_and_unknown_task(tmp_path: Path) -> None:
     assert "| hf (pretrained=B) | toy_task | acc,none | 0.750 |" in text
     assert "toy_task: 10 (hf (pretrained=A))" in text  # the subset run is flagged, the full one is not
     assert "toy_task: None" not in text
+
+
+def test_run_files_relative_to_the_run_folder_with_backend(tmp_path: Path) -> None:
+    from bias_harness.report import backend_label, source_label
+
+    sanitized = "__root__.cache__bias-harness__models__smollm2"
+    d = tmp_path / "demo" / "chat" / sanitized
+    d.mkdir(parents=True)
+    data = {"results": {"toy_task": {"acc,none": 0.5}}, "configs": {}, "model_name_sanitized": sanitized,
+            "config": {"model": "hf", "model_args": {"pretrained": "/root/.cache/bias-harness/models/smollm2"}, "device": "cpu", "batch_size": "32"},
+            "transformers_version": "5.19.0", "pretty_env_info": "PyTorch version: 2.13.0+cpu\nIs debug build: False", "chat_template": "{{x}}"}
+    path = d / "results_2026-01-01T00-00-00.json"
+    path.write_text(json.dumps(data))
+    run_dir = tmp_path / "demo"
+    assert source_label(run_dir, path, data) == "chat/smollm2/results_2026-01-01T00-00-00.json"
+    assert source_label(run_dir, path, data, prefix=True) == "demo/chat/smollm2/results_2026-01-01T00-00-00.json"
+    assert backend_label(data) == "hf (transformers 5.19.0, torch 2.13.0+cpu, cpu, batch size 32, chat template)"
+    assert backend_label({"config": {"model": "vllm", "batch_size": "auto"}}) == "vllm (vLLM, batch size auto)"
+    text = write_report([run_dir], tmp_path / "out").read_text()
+    row = "| `chat/smollm2/results_2026-01-01T00-00-00.json` | `hf (pretrained=smollm2)` | hf (transformers 5.19.0, torch 2.13.0+cpu, cpu, batch size 32, chat template) |"
+    assert row in text and "/root/" not in text
+
+
+def test_comparison_figure_from_a_sections_points(tmp_path: Path) -> None:
+    import types
+
+    from bias_harness.report import Point, Run, _comparison, comparison_plot
+
+    values = {"hf (pretrained=A)": {"bias": Point(0.2, 0.1, 0.3), "rate": Point(0.5)}, "hf (pretrained=B)": {"bias": Point(-0.1, -0.3, 0.05)}}
+    assert comparison_plot(values, tmp_path / "x.png", "toy", refs={"bias": 0.0}) == "x.png"
+    assert (tmp_path / "x.png").stat().st_size > 1000
+    section = types.ModuleType("bias_harness.report.toy")
+    section.TITLE = "Toy"
+    section.points = lambda run: {"bias": Point(run.results["t"]["b,none"])} if "t" in run.results else {}
+    runs = {"m1": Run(results={"t": {"b,none": 0.4}}), "m2": Run()}
+    assert _comparison(section, runs, ["m1", "m2"], tmp_path) == "![toy: models side by side, 95% CIs](toy_comparison.png)\n"
+    assert (tmp_path / "toy_comparison.png").is_file()
+    assert _comparison(section, runs, ["m2"], tmp_path) == ""  # no model with points: no figure
+    assert _comparison(types.ModuleType("bias_harness.report.none"), runs, ["m1"], tmp_path) == ""

@@ -36,7 +36,7 @@ def test_summary_goes_under_its_section(tmp_path: Path) -> None:
     assert text.index("Top.") < text.index("## DeMET")
     head = text.index("## DeMET: gender bias in relationship conflicts")
     assert text.index("**Summary.** Names are easy.") == head + len("## DeMET: gender bias in relationship conflicts\n\n")
-    assert "### hf (pretrained=A)" in text and "/x/A" not in text.split("Runs:")[1].split("\n", 1)[1]
+    assert "### hf (pretrained=A)" in text and "/x/A" not in text and "/y/B" not in text
 
 
 def test_subset_note_flags_limit_and_samples(tmp_path: Path) -> None:

@@ -32,6 +32,20 @@ def test_report_tables_plot_and_pooled_scores(tmp_path):
     assert "| *ideal LM* | 100.0 | 50.0 | 100.0 | – |" in text and "| *random LM* | 50.0 | 50.0 | 50.0 |" in text
     assert "| stereoset_en_combined | 50.0 / 50.0 / 50.0 | 75.0 / 50.0 / 75.0 |" in text  # intra | inter split
     assert (tmp_path / "report" / "stereoset_scores.png").stat().st_size > 1000
+    # the comparison figure: lms / ss / icat of every task with the task's own 95% CIs (pooled: recomputed)
+    assert "![stereoset: models side by side, 95% CIs](stereoset_comparison.png)" in text
+    assert (tmp_path / "report" / "stereoset_comparison.png").stat().st_size > 1000
+    from bias_harness.report import load_run
+    from bias_harness.report.stereoset import POINT_REFS, points
+
+    run = load_run(tmp_path / "run")
+    pts = points(run)
+    combined = res["results"]["stereoset_en_combined"]
+    assert pts["icat en_combined"].value == 62.5
+    assert (pts["icat en_combined"].lo, pts["icat en_combined"].hi) == (combined["icat_ci_lo,none"], combined["icat_ci_hi,none"])
+    pooled = pts["ss en pooled"]
+    assert pooled.lo <= pooled.value <= pooled.hi and {"lms en_intra", "ss en_inter"} <= set(pts)
+    assert (POINT_REFS("ss en pooled"), POINT_REFS("icat en_combined")) == (50.0, 100.0)
 
 
 def test_pooled_equals_scores_over_both_parts(tmp_path):

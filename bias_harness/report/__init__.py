@@ -6,8 +6,12 @@ Each work contributes a section module in this package that defines::
     ORDER = 10                                  # position in the report
     def matches(task: str) -> bool: ...         # which lm-eval tasks it reports on
     def render(run: Run, out_dir: Path) -> str  # Markdown (plots saved under out_dir, linked relatively)
+    def points(run: Run) -> dict[str, Point]     # optional: headline metrics with 95% CIs, for the comparison figure
 
-Sections are found automatically; a run with none of a section's tasks skips it.
+Sections are found automatically; a run with none of a section's tasks skips it. A section with ``points`` gets one
+comparison figure (every model side by side, CIs as error bars, :func:`comparison_plot`) in its section: under the
+heading when several models are reported, at the end with one model. Optional ``POINT_REFS``: a dict or a function
+metric label -> reference value (e.g. the ideal), drawn as a dashed line.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import pkgutil
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -33,6 +38,8 @@ class Run:
     limit: dict[str, Any] = field(default_factory=dict)  # task -> --limit used (None = full)
     sample_files: dict[str, Path] = field(default_factory=dict)  # task -> samples_*.jsonl
     sources: list[Path] = field(default_factory=list)
+    labels: dict[Path, str] = field(default_factory=dict)  # source -> name relative to its run folder (for display)
+    backends: dict[Path, str] = field(default_factory=dict)  # source -> model type + backend, e.g. "hf (transformers 5.19.0, cpu)"
 
     def tasks(self) -> list[str]:
         return sorted(self.results)
@@ -54,11 +61,42 @@ class Run:
         return None
 
 
-def _result_files(run_dirs: tuple[str | Path, ...]) -> list[Path]:
-    files = sorted((p for d in run_dirs for p in Path(d).rglob("results_*.json")), key=lambda p: (p.name, str(p)))
+def _result_files(run_dirs: tuple[str | Path, ...]) -> list[tuple[Path, Path]]:
+    """(run folder, results file) pairs, oldest stamp first (so newer results win when merged)."""
+    files = sorted(((Path(d), p) for d in run_dirs for p in Path(d).rglob("results_*.json")), key=lambda dp: (dp[1].name, str(dp[1])))
     if not files:
         raise FileNotFoundError(f"no lm-eval results_*.json under {', '.join(map(str, run_dirs))}: run with --output_path")
     return files
+
+
+def source_label(run_dir: Path, path: Path, data: dict[str, Any], prefix: bool = False) -> str:
+    """``path`` relative to its run folder, lm-eval's per-model folder (the model path with ``/`` -> ``__``, e.g.
+    ``__root__.cache__bias-harness__models__smollm2``) shortened to the model's folder name: no machine paths.
+    ``prefix``: start with the run folder's own name (when several run folders are reported together)."""
+    parts = list(path.relative_to(run_dir).parts) if path.is_relative_to(run_dir) else [path.name]
+    sanitized = data.get("model_name_sanitized")
+    parts = [p.rsplit("__", 1)[-1] if p == sanitized or p.startswith("__") else p for p in parts]
+    return "/".join(([run_dir.resolve().name] if prefix else []) + parts)
+
+
+BACKEND_LIBRARY = {"hf": "transformers", "hf-mlm": "transformers", "vllm": "vLLM", "sglang": "SGLang",
+                   "local-completions": "OpenAI-compatible server", "local-chat-completions": "OpenAI-compatible server",
+                   "openai-completions": "OpenAI API", "openai-chat-completions": "OpenAI API"}
+
+
+def backend_label(data: dict[str, Any]) -> str:
+    """The model type lm-eval ran (``config.model``) and the library behind it, from a ``results_*.json``."""
+    cfg = data.get("config", {})
+    model = cfg.get("model", "?")
+    lib = BACKEND_LIBRARY.get(model, "")
+    if lib == "transformers" and data.get("transformers_version"):
+        lib += f" {data['transformers_version']}"
+    torch = re.search(r"PyTorch version: (\S+)", data.get("pretty_env_info") or "")
+    details = [d for d in (lib, f"torch {torch.group(1)}" if torch and model in ("hf", "hf-mlm") else "", cfg.get("device") or "") if d]
+    chat = "chat template" if data.get("chat_template") else ""
+    details += [f"batch size {cfg['batch_size']}"] if cfg.get("batch_size") not in (None, "") else []
+    details += [chat] if chat else []
+    return f"{model} ({', '.join(details)})" if details else model
 
 
 def _model_label(cfg: dict[str, Any]) -> str:
@@ -68,8 +106,10 @@ def _model_label(cfg: dict[str, Any]) -> str:
     return f"{cfg.get('model', '?')} ({args})"
 
 
-def _add_results(run: Run, path: Path, data: dict[str, Any]) -> None:
+def _add_results(run: Run, path: Path, data: dict[str, Any], label: str | None = None) -> None:
     run.sources.append(path)
+    run.labels[path] = label or path.name
+    run.backends[path] = backend_label(data)
     stamp = path.stem.removeprefix("results_")
     cfg = data.get("config", {})
     for task, res in data.get("results", {}).items():
@@ -87,17 +127,19 @@ def _add_results(run: Run, path: Path, data: dict[str, Any]) -> None:
 def load_run(*run_dirs: str | Path) -> Run:
     """Merge every ``results_*.json`` (newest last wins) and ``samples_*.jsonl`` under the given folders."""
     run = Run()
-    for path in _result_files(run_dirs):
-        _add_results(run, path, json.loads(path.read_text(encoding="utf-8")))
+    for run_dir, path in _result_files(run_dirs):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        _add_results(run, path, data, source_label(run_dir, path, data, prefix=len(run_dirs) > 1))
     return run
 
 
 def load_runs(*run_dirs: str | Path) -> dict[str, Run]:
     """Like :func:`load_run`, but one :class:`Run` per model (model + model_args), in first-seen order."""
     runs: dict[str, Run] = {}
-    for path in _result_files(run_dirs):
+    for run_dir, path in _result_files(run_dirs):
         data = json.loads(path.read_text(encoding="utf-8"))
-        _add_results(runs.setdefault(_model_label(data.get("config", {})), Run()), path, data)
+        label = source_label(run_dir, path, data, prefix=len(run_dirs) > 1)
+        _add_results(runs.setdefault(_model_label(data.get("config", {})), Run()), path, data, label)
     return runs
 
 
@@ -133,6 +175,78 @@ def subset_note(run: Run, task: str) -> str:
 def short_label(model: str) -> str:
     """A model label for people: ``pretrained=/some/dir/name`` -> ``pretrained=name`` (no machine-specific paths)."""
     return re.sub(r"(pretrained=)(?:[^,)]*/)([^,/)]+)", r"\1\2", model)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One headline number of a work with its 95% CI (``lo``/``hi`` NaN when there is none)."""
+
+    value: float
+    lo: float = float("nan")
+    hi: float = float("nan")
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and x == x and abs(x) != float("inf")
+
+
+def comparison_plot(values: dict[str, dict[str, Point]], path: Path, title: str,
+                    refs: dict[str, float] | Callable[[str], float | None] | None = None, xlabel: str = "") -> str:
+    """One figure, every model side by side: for each metric (one row group) a horizontal bar per model with its
+    95% CI as an error bar; ``values`` is ``{model: {metric: Point}}``; ``refs`` draws a dashed reference line per
+    metric (e.g. an ideal value). A metric a model lacks is marked "no data". Returns the file name (for a link)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(values)
+    metrics = list(dict.fromkeys(k for v in values.values() for k in v))
+    height = 1.0 / (len(models) + 1)
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(metrics) * (len(models) + 1) + 1.4))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for j, model in enumerate(models):
+        for i, metric in enumerate(metrics):
+            y = i + (j - (len(models) - 1) / 2) * height
+            pt = values[model].get(metric)
+            if pt is None or not _finite(pt.value):
+                ax.text(0, y, " no data", va="center", fontsize=7, color="grey")
+                continue
+            err = None
+            if _finite(pt.lo) and _finite(pt.hi):
+                err = [[max(pt.value - pt.lo, 0.0)], [max(pt.hi - pt.value, 0.0)]]
+            ax.barh(y, pt.value, height=height * 0.9, color=colors[j % len(colors)], xerr=err, capsize=3,
+                    label=short_label(model) if i == 0 else None)
+            ax.text(pt.value, y, f" {pt.value:.2f}" if abs(pt.value) < 10 else f" {pt.value:.1f}", va="center", fontsize=7)
+    ref_of = refs.get if isinstance(refs, dict) else refs
+    for i, metric in enumerate(metrics):
+        ref = ref_of(metric) if ref_of else None
+        if ref is not None:
+            ax.plot([ref] * 2, [i - 0.5, i + 0.5], ls="--", color="green", lw=1)
+    ax.axvline(0, color="black", lw=0.6)
+    ax.set_yticks(range(len(metrics)), metrics)
+    ax.invert_yaxis()
+    ax.set_title(title + ("" if not refs else " (dashed: ideal)"), fontsize=10)
+    ax.set_xlabel(xlabel or "value (error bars: 95% CI)")
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+def _comparison(section: ModuleType, runs: dict[str, "Run"], models: list[str], out: Path) -> str:
+    """The section's comparison figure (if it defines ``points``), as a Markdown image line, or ""."""
+    if not hasattr(section, "points"):
+        return ""
+    values = {m: section.points(runs[m]) for m in models}
+    values = {m: v for m, v in values.items() if v}
+    if not values:
+        return ""
+    name = section.__name__.rsplit(".", 1)[-1]
+    file = comparison_plot(values, out / f"{name}_comparison.png", getattr(section, "TITLE", name),
+                           refs=getattr(section, "POINT_REFS", None))
+    return f"![{name}: models side by side, 95% CIs]({file})\n"
 
 
 def _slug(text: str) -> str:
@@ -197,7 +311,8 @@ def write_report(run_dirs: list[str | Path], out_dir: str | Path, summary: str |
     parts = ["# bias-harness report", ""]
     if notes.get(""):
         parts += [notes[""], ""]
-    parts.append("Runs: " + ", ".join(f"`{p}`" for r in runs.values() for p in r.sources))
+    parts += ["| run file | model | model type (backend) |", "|---|---|---|"]
+    parts += [f"| `{r.labels.get(p, p.name)}` | `{short_label(m)}` | {r.backends.get(p, '?')} |" for m, r in runs.items() for p in r.sources]
     parts.append("")
     parts.append("Models: " + "; ".join(f"`{short_label(m)}`" for m in runs))
     limits = {(m, t): sub for m, r in runs.items() for t in r.limit if (sub := subset_note(r, t))}
@@ -212,12 +327,17 @@ def write_report(run_dirs: list[str | Path], out_dir: str | Path, summary: str |
         present = {m: ts for m, ts in present.items() if ts}
         if not present:
             continue
+        figure = _comparison(section, runs, list(present), out)
         if len(runs) == 1:
             (model, tasks), = present.items()
             covered[model].update(tasks)
             parts.append(_with_summary(section.render(runs[model], out).rstrip(), _summary_for(section, notes)) + "\n")
+            if figure:
+                parts.append(figure)
             continue
         parts.append(_with_summary(f"## {section.TITLE}", _summary_for(section, notes)) + "\n")
+        if figure:
+            parts.append(figure)
         for model, tasks in present.items():
             covered[model].update(tasks)
             sub = _slug(short_label(model))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from bias_harness.report import Run, fmt
+
+from bias_harness.report import Point, Run, fmt
 
 TITLE = "StereoSet: stereotypical bias (lms, ss, icat)"
 ORDER = 40
@@ -23,36 +24,51 @@ def _value(run: Run, task: str, name: str) -> float:
     return float(v) if isinstance(v, (int, float)) else math.nan
 
 
-def pooled_from_samples(run: Run, intra: str, inter: str) -> dict[str, float] | None:
-    """StereoSet's overall scores pooled over the logged samples of a separate intra and inter run, or None.
-
-    Each logged sample carries its StereoSet item under the metric key ``lms`` (part, bias type, target, pro,
-    related, valid, averaging), exactly what the task's aggregations pooled.
-    """
-    from bias_harness.plugins import stereoset_metrics as m
-
+def _pooled_items(run: Run, intra: str, inter: str) -> list[tuple] | None:
+    """The StereoSet items logged by a separate intra and inter run (metric key ``lms`` of each sample: part, bias
+    type, target, pro, related, valid, averaging, exactly what the task's aggregations pooled), or None."""
     items = []
     for task in (intra, inter):
         samples = run.samples(task)
         if not samples or any("lms" not in s for s in samples):
             return None
         items += [tuple(s["lms"]) for s in samples]
-    return m.scores(items)
+    return items
+
+
+def pooled_from_samples(run: Run, intra: str, inter: str, ci: bool = False) -> dict[str, float] | None:
+    """StereoSet's overall scores pooled over the logged samples of a separate intra and inter run, or None.
+    ``ci``: add ``<score>_ci_lo`` / ``<score>_ci_hi`` (95% bootstrap over contexts, as the tasks' own CIs)."""
+    from bias_harness.plugins import stereoset_metrics as m
+
+    items = _pooled_items(run, intra, inter)
+    if items is None:
+        return None
+    out = m.scores(items)
+    if ci:
+        for score in SCORES:
+            out[f"{score}_ci_lo"], out[f"{score}_ci_hi"] = m.bootstrap_interval(items, score)
+    return out
 
 
 def _rows(run: Run, tasks: list[str]) -> list[tuple[str, dict[str, float]]]:
     from bias_harness.plugins import stereoset_metrics as m
 
-    rows = [(t, {s: _value(run, t, s) for s in SCORES}) for t in tasks]
+    names = [*SCORES, *(f"{s}_ci_{side}" for s in SCORES for side in ("lo", "hi"))]
+    rows = [(t, {s: _value(run, t, s) for s in names}) for t in tasks]
     for lang in ("de", "en"):
         intra, inter = f"stereoset_{lang}_intra", f"stereoset_{lang}_inter"
         if intra in tasks and inter in tasks:
-            pooled = pooled_from_samples(run, intra, inter)
+            pooled = pooled_from_samples(run, intra, inter, ci=True)
             if pooled:
-                rows.append((f"stereoset_{lang} (intra + inter pooled from samples)", {s: pooled[s] for s in SCORES}))
+                rows.append((f"stereoset_{lang} (intra + inter pooled from samples)", {s: pooled[s] for s in names}))
     rows.append(("*ideal LM*", dict(m.IDEAL)))
     rows.append(("*random LM*", dict(m.RANDOM)))
     return rows
+
+
+def _ci(v: dict[str, float], score: str) -> bool:
+    return not any(math.isnan(v.get(k, math.nan)) for k in (score, f"{score}_ci_lo", f"{score}_ci_hi"))
 
 
 def _plot(rows: list[tuple[str, dict[str, float]]], out_dir: Path) -> str:
@@ -66,11 +82,13 @@ def _plot(rows: list[tuple[str, dict[str, float]]], out_dir: Path) -> str:
     labels = [name for name, _ in models]
     for ax, score in zip(axes, SCORES):
         vals = [v[score] for _, v in models]
-        ax.barh(range(len(models)), [0 if math.isnan(x) else x for x in vals], color="#4C72B0")
+        err = [[max(v[score] - v.get(f"{score}_ci_lo", math.nan), 0) if _ci(v, score) else 0 for _, v in models],
+               [max(v.get(f"{score}_ci_hi", math.nan) - v[score], 0) if _ci(v, score) else 0 for _, v in models]]
+        ax.barh(range(len(models)), [0 if math.isnan(x) else x for x in vals], color="#4C72B0", xerr=err, capsize=3)
         ax.axvline({"lms": 100, "ss": 50, "icat": 100}[score], color="green", ls="--", label="ideal")
         ax.axvline({"lms": 50, "ss": 50, "icat": 50}[score], color="grey", ls=":", label="random")
         ax.set_xlim(0, 100)
-        ax.set_title(score)
+        ax.set_title(f"{score} (95% CI)")
         ax.set_yticks(range(len(models)), labels)
     axes[0].legend(loc="lower left", fontsize=8)
     fig.tight_layout()
@@ -80,8 +98,34 @@ def _plot(rows: list[tuple[str, dict[str, float]]], out_dir: Path) -> str:
     return path.name
 
 
+def _score_tasks(run: Run) -> list[str]:
+    return [t for t in run.tasks() if matches(t) and any(k.startswith("lms,") for k in run.results.get(t, {}))]
+
+
+def points(run: Run) -> dict[str, Point]:
+    """lms / ss / icat with their 95% CIs per task (``<score> <task>``), for the report's comparison figure; the
+    reprompting variants only when nothing else ran, intra + inter pooled from samples where run separately."""
+    tasks = _score_tasks(run)
+    main = [t for t in tasks if "reprompt" not in t] or tasks
+    out = {}
+    for name, v in _rows(run, main):
+        if name.startswith("*"):
+            continue
+        label = name.removeprefix("stereoset_").split(" (")[0] + (" pooled" if " (" in name else "")
+        for score in SCORES:
+            out[f"{score} {label}"] = Point(v[score], v.get(f"{score}_ci_lo", math.nan), v.get(f"{score}_ci_hi", math.nan))
+    return out
+
+
+def POINT_REFS(metric: str) -> float:  # noqa: N802  (the report framework's hook name)
+    """Ideal value of a ``points`` label: lms and icat 100, ss 50."""
+    from bias_harness.plugins.stereoset_metrics import IDEAL
+
+    return IDEAL[metric.split(" ")[0]]
+
+
 def render(run: Run, out_dir: Path) -> str:
-    tasks = [t for t in run.tasks() if matches(t) and any(k.startswith("lms,") for k in run.results.get(t, {}))]
+    tasks = _score_tasks(run)
     parts = [f"## {TITLE}", ""]
     if not tasks:
         return "\n".join(parts + ["No StereoSet results with scores in these runs.", ""])
@@ -100,9 +144,9 @@ def render(run: Run, out_dir: Path) -> str:
         if name.startswith("*"):
             extra = ("–", "–", "–", "reference")
         elif name not in run.results:  # pooled from the samples of stereoset_<lang>_intra / _inter
-            extra = ("–", "–", "–", f"`{run.model.get(name.split(' ')[0] + '_intra', '?')}`")
+            extra = (f"{fmt(v['icat_ci_lo'], 1)}–{fmt(v['icat_ci_hi'], 1)}", "–", "–", f"`{run.model.get(name.split(' ')[0] + '_intra', '?')}`")
         else:
-            ci = f"{fmt(_value(run, name, 'icat_ci_lo'), 1)}–{fmt(_value(run, name, 'icat_ci_hi'), 1)}"
+            ci = f"{fmt(v['icat_ci_lo'], 1)}–{fmt(v['icat_ci_hi'], 1)}"
             extra = (ci, fmt(_value(run, name, "invalid_rate")), fmt(_value(run, name, "tie_rate")), f"`{run.model.get(name, '?')}`")
         parts.append(f"| {name} | {fmt(v['lms'], 1)} | {fmt(v['ss'], 1)} | {fmt(v['icat'], 1)} | {' | '.join(extra)} |")
     parts += ["", f"![StereoSet scores]({_plot(rows, out_dir)})", "", "### By bias type", ""]
