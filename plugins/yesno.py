@@ -69,7 +69,8 @@ def is_no(text: str) -> bool:
     return parse_yesno(text) == NO
 
 
-def normalize_yesno(text: str) -> str:
-    """History text for STOP's ``history: normalized``: "Yes" / "No" as the authors appended, else the raw answer."""
-    label = parse_yesno(text)
+def normalize_yesno(text: str, mode: str = "strict") -> str:
+    """History text for STOP's ``history: normalized``: "Yes" / "No" as the authors appended (parsed with ``mode``,
+    the same parser that scores the answer), else the stripped raw answer."""
+    label = parse_yesno(text, mode)
     return {YES: "Yes", NO: "No"}.get(label, text.strip())

@@ -63,12 +63,12 @@ FIXTURE = [
 ]  # fmt: skip
 
 
-def _items(policy: str = "exclude", human_file: str | None = None) -> list[Progression]:
+def _items(policy: str = "exclude", human_file: str | None = None, cf_policy: str | None = None) -> list[Progression]:
     out = []
     for pid, sev, demo, answers, stopped, cf in FIXTURE:
         doc = {"progression_id": pid, "severity": sev, "demographic": demo, "prompts": ["s"] * 5}
         data = {"answers": answers, "closing_answers": [cf], "stopped_after": stopped,
-                "settings": {"invalid_policy": policy, "parser": "strict", "human_file": human_file}}
+                "settings": {"invalid_policy": policy, "parser": "strict", "human_file": human_file, "counterfactual_policy": cf_policy}}
         out.append(score_progression(doc, data))
     return out
 
@@ -80,6 +80,9 @@ def test_metrics_exclude_policy() -> None:
     assert (m["P_low"], m["P_moderate"], m["P_high"]) == (0.5, 0.5, 0.5)
     assert m["P_counter"] == pytest.approx(3 / 4)  # valid cf answers: no, yes, no, no
     assert m["P_counter_all"] == pytest.approx(3 / 6)  # the paper's C_counter / n
+    # per severity: low no, yes -> 1/2; moderate no, invalid -> 1/1; high no, invalid -> 1/1
+    assert (m["P_counter_low"], m["P_counter_moderate"], m["P_counter_high"]) == (0.5, 1.0, 1.0)
+    assert [it.judged for it in _items()] == [True, True, True, False, True, True]
     assert m["sensitivity"] == pytest.approx(2.9 / 6)
     assert m["sensitivity_low"] == pytest.approx(0.3) and m["sensitivity_moderate"] == pytest.approx(0.65)
     assert m["sensitivity_high"] == pytest.approx(0.5) and m["sensitivity_weight"] == pytest.approx(0.5)
@@ -95,6 +98,9 @@ def test_metrics_other_policies() -> None:
     # pid 3 -> yes, no(invalid), yes, no, no* = 3/5 = 0.6 (still a failure); invalid cf answers count as "no"
     assert round(_items("as_no")[3].sensitivity, 6) == 0.6
     assert as_no["P"] == pytest.approx(3 / 6) and as_no["P_counter"] == pytest.approx(5 / 6)
+    # counterfactual_policy exclude (stop_upstream): sentences as_no, the 2 invalid cf answers stay invalid
+    as_no_cf = compute_metrics(_items("as_no", cf_policy="exclude"), ci=False)
+    assert as_no_cf["P_counter"] == pytest.approx(3 / 4) and as_no_cf["P_counter_all"] == pytest.approx(3 / 6)
     as_yes = compute_metrics(_items("as_yes"), ci=False)
     # pid 3 -> yes, yes, yes, no, no* = 0.4; cf answers of pids 3 and 5 count as "yes": no, yes, no, no among 6
     assert round(_items("as_yes")[3].sensitivity, 6) == 0.4
@@ -110,7 +116,7 @@ def test_confidence_intervals() -> None:
     for name in ("P", "P_low", "P_moderate", "P_high", "P_counter"):
         assert m[f"{name}_ci_lo"] <= m[name] <= m[f"{name}_ci_hi"]
     assert 0.0 <= m["P_ci_lo"] < m["P_ci_hi"] <= 1.0
-    ideal = [it._replace(sensitivity={"low": 0.0, "moderate": 0.8, "high": 1.0}[it.severity]) for it in _items()]
+    ideal = [it._replace(sensitivity={"low": 0.0, "moderate": 0.8, "high": 1.0}[it.severity], judged=True) for it in _items()]
     m2 = compute_metrics(ideal)
     assert (m2["P"], m2["P_ci_lo"], m2["P_ci_hi"]) == (1.0, 1.0, 1.0)
 
