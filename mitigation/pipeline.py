@@ -6,6 +6,8 @@ Output folder layout::
     OUT/checkpoints/      trainer checkpoints (``output_dir``); a re-run resumes from the last one
     OUT/eval/before.json  lm-eval results of the base model  (reused on re-runs with the same settings)
     OUT/eval/after.json   lm-eval results of the trained model
+    OUT/eval/before/, after/  lm-eval's output folders (results + per-document samples); OUT/eval/compare/: their
+                          paired comparison (``bias-harness compare``), whose significance verdicts go into the card
     OUT/model/            the trained model (or LoRA adapter) + README.md card: exactly what is uploaded
     OUT/recipe.yaml       the resolved configuration
 """
@@ -67,6 +69,8 @@ def eval_settings(recipe, opts: MitigateOptions, data_opts: DataOptions) -> ev.E
     metadata = {**(recipe.eval_metadata(data_opts) if recipe.eval_metadata else {}), **opts.eval_metadata}
     if opts.data_dir:
         metadata.setdefault("data_dir", str(opts.data_dir))
+    if any(t.startswith("stereoset") for t in tasks):  # token_mean normalisation needs the model's tokenizer
+        metadata.setdefault("tokenizer", str(opts.model))
     include = list(opts.include_path) + ([str(recipes_dir() / "tasks")] if recipe.include_tasks else [])
     return ev.EvalSettings(
         tasks=list(tasks), model_type="hf-mlm" if recipe.model_kind == "mlm" else "hf", limit=opts.limit,
@@ -83,10 +87,11 @@ def _default_device() -> str:
 
 def _evaluate_cached(path: Path, args: dict[str, Any], settings: ev.EvalSettings, use_cache: bool) -> dict[str, Any]:
     cached = ev.load(path) if use_cache else None
-    if cached and cached.get("settings") == settings.to_dict() and cached.get("model_args") == {k: str(v) for k, v in args.items()}:
+    run_dir = path.with_suffix("")  # lm-eval's results + per-document samples, for the paired comparison
+    if cached and cached.get("settings") == settings.to_dict() and cached.get("model_args") == {k: str(v) for k, v in args.items()} and run_dir.is_dir():
         log.info("reusing %s (same model and settings)", path)
         return cached
-    result = ev.evaluate(args, settings)
+    result = ev.evaluate(args, settings, run_dir=run_dir)
     ev.save(result, path)
     return result
 
@@ -107,19 +112,20 @@ def run(opts: MitigateOptions) -> MitigateResult:
     out.mkdir(parents=True, exist_ok=True)
     (out / "recipe.yaml").write_text(yaml.safe_dump(cfg.as_dict(), sort_keys=True), encoding="utf-8")
 
-    base_args = ev.model_args(opts.model)
+    extra_args = recipe.eval_model_args(cfg, opts.model) if recipe.eval_model_args else {}  # e.g. X-MOD adapter
+    base_args = ev.model_args(opts.model, extra=extra_args)
     before = {} if opts.skip_eval else _evaluate_cached(out / "eval" / "before.json", base_args, settings, opts.resume)
     eval_split = data["test"] if "test" in data else None
     model_dir = train(recipe, cfg, data["train"], eval_split, resume=opts.resume)
     after = {} if opts.skip_eval else _evaluate_cached(
-        out / "eval" / "after.json", ev.model_args(model_dir, opts.model), settings, False
+        out / "eval" / "after.json", ev.model_args(model_dir, opts.model, extra_args), settings, False
     )
 
     card = model_card.write(model_dir, model_card.CardData(
         recipe=recipe, base_model=opts.model, config=cfg.as_dict(), data_splits={s: len(d) for s, d in data.items()},
         data_options={"setting": opts.setting, "max_train_rows": opts.max_train_rows}, before=before, after=after,
         command=opts.command or f"bias-harness mitigate {recipe.name} --model {opts.model} --output {out}",
-        adapter=is_adapter(model_dir), train_metrics=_train_metrics(model_dir),
+        adapter=is_adapter(model_dir), train_metrics=_train_metrics(model_dir), eval_dir=None if opts.skip_eval else out / "eval",
     ), repo_id=opts.push_to)  # fmt: skip
 
     uploaded = None
@@ -150,7 +156,7 @@ def _train_metrics(model_dir: Path) -> dict[str, Any]:
     rewards = [h for h in history if isinstance(h.get("reward"), (int, float))]
     if rewards:
         out["reward_last_logged_step"] = rewards[-1]["reward"]
-    for key in ("unqover_test_reward_before", "unqover_test_reward_after"):
+    for key in ("unqover_test_reward_before", "unqover_test_reward_after", "train_language"):
         if key in state:
             out[key] = state[key]
     return out

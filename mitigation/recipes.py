@@ -52,6 +52,7 @@ class Recipe:
     openai_epochs: int | None = None  # n_epochs for the OpenAI fine-tuning job (seed 000: gpt-35-turbo)
     eval_metadata: Callable[[DataOptions], dict[str, Any]] | None = None  # task metadata for the evaluation
     include_tasks: bool = False  # evaluation also needs mitigation/tasks (our held-out task definitions)
+    eval_model_args: Callable[[Any, str], dict[str, Any]] | None = None  # (parsed config, base model) -> extra model_args
 
     @property
     def config_path(self) -> Path:
@@ -131,6 +132,15 @@ def _scd(opts: DataOptions) -> datasets.DatasetDict:
 def _unqover(opts: DataOptions) -> datasets.DatasetDict:
     """Seed 001: UnQover questions (Refine-LM train/test partition)."""
     return _load("unqover", "refine_lm", opts)
+
+
+def _refine_eval_args(cfg: Any, model: str) -> dict[str, Any]:
+    from bias_harness.mitigation.refine_lm import eval_model_args
+
+    try:
+        return eval_model_args(cfg, model)
+    except ValueError as err:  # an adapter the checkpoint lacks: fail before any evaluation
+        raise RecipeError(str(err)) from err
 
 
 def _counterfactual(opts: DataOptions) -> datasets.DatasetDict:
@@ -247,6 +257,7 @@ _register(Recipe(
     datasets=("unqover",),
     chat=False,
     model_kind="mlm",
+    eval_model_args=_refine_eval_args,
     limitations=(
         "Trained on English UnQover questions (Refine-LM train split) and evaluated on German StereoSet: any effect "
         "is cross-lingual transfer. The layer re-ranks only the top-k tokens at the mask; the seed expects language "

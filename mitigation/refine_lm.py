@@ -118,25 +118,68 @@ AutoModelForMaskedLM.register(RefineLMConfig, RefineLMForMaskedLM, exist_ok=True
 
 # ------------------------------------------------------------------------------------------- reward / loss
 
-
-def subject_token(tokenizer: Any, subject: str) -> int:
-    ids = tokenizer(subject, add_special_tokens=False)["input_ids"]
-    if not ids:
-        raise ValueError(f"subject {subject!r} tokenizes to nothing")
-    return ids[0]
+OBJECTIVES = ("reference", "reinforce_argmax")
 
 
-def mask_probs(model: RefineLMForMaskedLM, tokenizer: Any, texts: list[str]) -> torch.Tensor:
-    """Refined probabilities at the (first) mask of each text: (len(texts), V)."""
-    texts = [t.replace(MASK_PLACEHOLDER, tokenizer.mask_token) for t in texts]
-    enc = tokenizer(texts, return_tensors="pt", padding=True, truncation=True)
-    enc = {k: v.to(model.device) for k, v in enc.items()}
-    logp = model(**enc).logits
-    is_mask = enc["input_ids"] == tokenizer.mask_token_id
-    if not bool(is_mask.any(-1).all()):
-        raise ValueError("a question lost its mask token (truncated?)")
-    pos = is_mask.float().argmax(-1)
-    return logp[torch.arange(len(texts), device=logp.device), pos].exp()
+def question_jobs(scorer: Any, rows: list[dict[str, Any]]) -> tuple[list[Any], list[tuple[int, ...]]]:
+    """Masked copies that score every subject of every question as a whole word.
+
+    For each row, question q (``QUESTIONS`` order) and subject (x1, x2), the subject is written into the blank
+    and scored as StereoSet scores a blank word (:meth:`MaskedLMScorer.plan`, ``span_scoring=word``): piece k is
+    masked with pieces < k visible and later pieces removed. Returns the jobs and, per (row, q, subject), the
+    indices of its jobs (row-major: ``row * 8 + q * 2 + s``).
+    """
+    jobs: list[Any] = []
+    groups: list[tuple[int, ...]] = []
+    for r in rows:
+        for q in QUESTIONS:
+            text = r[q]
+            at = text.find(MASK_PLACEHOLDER)
+            if at < 0:
+                raise ValueError(f"refine_lm: question {q} of row {r.get('id', '?')} has no {MASK_PLACEHOLDER}: {text!r}")
+            for subj in (r["subj1"], r["subj2"]):
+                filled = text[:at] + subj + text[at + len(MASK_PLACEHOLDER):]
+                plan = scorer.plan(len(groups), "", filled, (at, at + len(subj)), jobs)
+                groups.append(plan.copies)
+    return jobs, groups
+
+
+def _job_probs(model: RefineLMForMaskedLM, jobs: list[Any], pad_id: int, renormalise_topk: bool, batch_size: int = 64) -> torch.Tensor:
+    """P(target at the mask) of every job under the refined model (gradients reach only the debiasing layer).
+
+    ``renormalise_topk``: the reference's probabilities, the layer's softmax over the top-k (0 outside the top-k);
+    otherwise the refined full-vocabulary distribution (:meth:`RefineLMForMaskedLM.refine`).
+    """
+    out = []
+    dev = model.device
+    for b in range(0, len(jobs), batch_size):
+        chunk = jobs[b:b + batch_size]
+        width = max(len(j.ids) for j in chunk)
+        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+        att = torch.zeros((len(chunk), width), dtype=torch.long)
+        for i, j in enumerate(chunk):
+            ids[i, :len(j.ids)] = torch.tensor(j.ids)
+            att[i, :len(j.ids)] = 1
+        rows = torch.arange(len(chunk))
+        pos = torch.tensor([j.pos for j in chunk])
+        tgt = torch.tensor([j.target for j in chunk], device=dev)
+        with torch.no_grad():  # the masked LM is frozen
+            logits = model.base(input_ids=ids.to(dev), attention_mask=att.to(dev)).logits[rows, pos].float()
+        if renormalise_topk:
+            values, idx = logits.topk(model.config.topk, dim=-1)
+            top = model.debias(values).softmax(-1)
+            out.append((top * (idx == tgt[:, None])).sum(-1))
+        else:
+            out.append(model.refine(logits).exp().gather(-1, tgt[:, None]).squeeze(-1))
+    return torch.cat(out) if out else torch.zeros(0)
+
+
+def subject_probs(model: RefineLMForMaskedLM, scorer: Any, rows: list[dict[str, Any]], renormalise_topk: bool) -> dict[str, torch.Tensor]:
+    """``{q: (n, 2)}``: P(x1 | q), P(x2 | q) per row; a subject's probability is the mean over its word pieces."""
+    jobs, groups = question_jobs(scorer, rows)
+    p = _job_probs(model, jobs, scorer.pad_id, renormalise_topk)
+    word = torch.stack([p[list(g)].mean() for g in groups]).view(len(rows), len(QUESTIONS), 2)
+    return {q: word[:, i] for i, q in enumerate(QUESTIONS)}
 
 
 def bias_c(p: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -146,21 +189,45 @@ def bias_c(p: dict[str, torch.Tensor]) -> torch.Tensor:
     return 0.5 * (b1 - b2)
 
 
-def policy_step(model: RefineLMForMaskedLM, tokenizer: Any, rows: list[dict[str, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(loss, rewards) for a batch of UnQover rows (REINFORCE with r = -|C|)."""
-    n = len(rows)
-    texts = [r[q] for q in QUESTIONS for r in rows]
-    probs = mask_probs(model, tokenizer, texts)  # (4n, V)
-    subj = torch.tensor([[subject_token(tokenizer, r["subj1"]), subject_token(tokenizer, r["subj2"])] for r in rows], device=probs.device)
-    p = {q: probs[i * n:(i + 1) * n].gather(-1, subj) for i, q in enumerate(QUESTIONS)}  # each (n, 2)
+def reference_matrix(p: dict[str, torch.Tensor]) -> torch.Tensor:
+    """(n, 4, 2) in the reference's layout (``preprocess_data.py``): rows t12(a), t12(not a), t21(a), t21(not a);
+    columns the subjects in order of mention (so x2, x1 for the t21 rows)."""
+    return torch.stack([p["q12"], p["q12_neg"], p["q21"].flip(-1), p["q21_neg"].flip(-1)], dim=1)
+
+
+def reference_loss(matrix: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
+    """The reference's loss (``redubias/calc_bias.py``: ``calculate_reward`` + ``calculate_batch_manhattan``).
+
+    Each entry's (4, 2) matrix is L1-normalised per column over its 4 questions; D_i = mean over the first
+    chunk of 4 entries j and the 4 questions of the L1 distance (``F.pairwise_distance``, eps 1e-6) between the
+    normalised rows of entries i and j; loss = -mean_i(r_i * log D_i).
+    """
+    norm = matrix / matrix.abs().sum(dim=1, keepdim=True).clamp_min(1e-12)
+    first = norm[: matrix.shape[1]]  # calculate_manhattan keeps only values[0], the first chunk
+    dist = (norm[:, None] - first[None] + 1e-6).abs().sum(-1)  # (n, chunk, 4)
+    return -(dist.mean(dim=(1, 2)).log() * reward).mean()
+
+
+def policy_step(model: RefineLMForMaskedLM, scorer: Any, rows: list[dict[str, Any]], objective: str = "reference") -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss, rewards) for a mini-batch of UnQover rows; reward r = -|C(tau)| for both objectives.
+
+    ``reference``: probabilities renormalised over the top-k, :func:`reference_loss`.
+    ``reinforce_argmax``: full-vocabulary refined probabilities, REINFORCE on the preferred subject of each
+    question, ``-r * sum_q log P(a_q | q)`` (no baseline).
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"refine_lm: objective must be one of {OBJECTIVES}, not {objective!r}")
+    p = subject_probs(model, scorer, rows, renormalise_topk=objective == "reference")
     reward = -bias_c(p).abs().detach()
+    if objective == "reference":
+        return reference_loss(reference_matrix(p), reward), reward
     logp_actions = sum(p[q].max(-1).values.clamp_min(1e-30).log() for q in QUESTIONS)
     return -(reward * logp_actions).mean(), reward
 
 
 @torch.no_grad()
-def mean_reward(model: RefineLMForMaskedLM, tokenizer: Any, rows: list[dict[str, Any]], batch_size: int = 32) -> float:
-    rewards = [policy_step(model, tokenizer, rows[i:i + batch_size])[1] for i in range(0, len(rows), batch_size)]
+def mean_reward(model: RefineLMForMaskedLM, scorer: Any, rows: list[dict[str, Any]], objective: str = "reference", batch_size: int = 32) -> float:
+    rewards = [policy_step(model, scorer, rows[i:i + batch_size], objective)[1] for i in range(0, len(rows), batch_size)]
     return float(torch.cat(rewards).mean()) if rewards else math.nan
 
 
@@ -179,20 +246,64 @@ class RefineLMScriptArguments:
 class RefineLMTrainingConfig:
     output_dir: str = field(default="runs/refine_lm/checkpoints", metadata={"help": "checkpoint folder"})
     topk: int = field(default=10, metadata={"help": "k: the debiasing layer acts on the top-k logits at each position"})
-    language: str | None = field(default=None, metadata={"help": "X-MOD/SwissBERT language adapter (e.g. de_CH)"})
+    train_language: str = field(default="auto", metadata={"help": "X-MOD adapter while training on (English) UnQover: "
+                                "auto = en_XX where the checkpoint has it, else eval_language; ignored without adapters"})
+    eval_language: str = field(default="de_CH", metadata={"help": "X-MOD adapter of both evaluations (German StereoSet); "
+                               "ignored for models without adapters"})
+    objective: str = field(default="reference", metadata={"help": "reference (Refine-LM's loss) | reinforce_argmax"})
     learning_rate: float = field(default=5e-5, metadata={"help": "AdamW learning rate"})
-    per_device_train_batch_size: int = field(default=20, metadata={"help": "templates per policy-gradient step"})
+    batch_size: int = field(default=70, metadata={"help": "templates per update (the reference's DataLoader batch_size)"})
+    per_device_train_batch_size: int = field(default=20, metadata={"help": "mini-batch drawn with replacement from each "
+                                             "batch (the reference's mini_batch_size)"})
     num_train_epochs: float = field(default=1.0, metadata={"help": "passes over the training templates"})
     max_steps: int = field(default=-1, metadata={"help": "stop after this many steps (-1: epochs decide)"})
     save_steps: int = field(default=50, metadata={"help": "checkpoint every N steps"})
     save_total_limit: int = field(default=2, metadata={"help": "keep the last N checkpoints"})
     logging_steps: int = field(default=10, metadata={"help": "log the mean reward every N steps"})
-    seed: int = field(default=42, metadata={"help": "shuffling seed"})
+    seed: int = field(default=42, metadata={"help": "shuffling / mini-batch sampling seed"})
     eval_strategy: str = field(default="no", metadata={"help": "unused (kept for the shared pipeline)"})
     report_to: str = field(default="none", metadata={"help": "unused (kept for TRL-style configs)"})
 
     def to_dict(self) -> dict[str, Any]:
         return dict(vars(self))
+
+
+def model_languages(name: str) -> list[str]:
+    """The X-MOD language adapters of a checkpoint (also of a saved Refine-LM model's base); [] for other models."""
+    cfg = AutoConfig.from_pretrained(name)
+    if cfg.model_type == "refine_lm":
+        return list(cfg.base_config.get("languages") or [])
+    return list(getattr(cfg, "languages", None) or [])
+
+
+def resolve_languages(name: str, train_language: str | None, eval_language: str | None) -> tuple[str | None, str | None]:
+    """(train adapter, eval adapter) for checkpoint ``name``; (None, None) for a model without adapters.
+
+    The seed switches adapters by the language of the data: English UnQover with the English adapter, German
+    StereoSet with de_CH. ``train_language=auto`` takes en_XX where the checkpoint has it; SwissBERT alone has
+    no English adapter (de_CH, fr_CH, it_CH, rm_CH), so it then trains with ``eval_language`` (logged).
+    """
+    langs = model_languages(name)
+    if not langs:
+        return None, None
+    ev_lang = eval_language or langs[0]
+    if ev_lang not in langs:
+        raise ValueError(f"refine_lm: eval_language={ev_lang!r} is not an adapter of {name} (has {', '.join(langs)})")
+    tr_lang = train_language or "auto"
+    if tr_lang == "auto":
+        tr_lang = "en_XX" if "en_XX" in langs else ev_lang
+        if tr_lang != "en_XX":
+            log.warning("refine_lm: %s has no English adapter (%s): training on English UnQover with the %s adapter",
+                        name, ", ".join(langs), tr_lang)  # fmt: skip
+    elif tr_lang not in langs:
+        raise ValueError(f"refine_lm: train_language={tr_lang!r} is not an adapter of {name} (has {', '.join(langs)})")
+    return tr_lang, ev_lang
+
+
+def eval_model_args(cfg: Any, model: str) -> dict[str, Any]:
+    """lm-eval ``hf-mlm`` model_args the before- and after-evaluation share: the evaluation adapter."""
+    _, ev_lang = resolve_languages(model, cfg.training.train_language, cfg.training.eval_language)
+    return {"language": ev_lang} if ev_lang else {}
 
 
 def make_parser(prog: str | None = None):
@@ -214,31 +325,38 @@ def _save_checkpoint(model: RefineLMForMaskedLM, opt: torch.optim.Optimizer, ste
 
 
 def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bool = True) -> Path:
-    """Train the debiasing layer; save base + layer + tokenizer to ``<output_dir>/../model`` and return it."""
+    """Train the debiasing layer; save base + layer + tokenizer to ``<output_dir>/../model`` and return it.
+
+    The reference loop (``training_bert.py``): batches of ``batch_size`` templates in order (here: a seeded
+    shuffle), one update per batch on a mini-batch of ``per_device_train_batch_size`` templates drawn from it
+    with replacement (``random.choices``).
+    """
     from transformers import AutoTokenizer
 
     from bias_harness.mitigation.train import last_checkpoint
+    from bias_harness.plugins.mlm import MaskedLMScorer
 
     args = cfg.training
     name = cfg.model.model_name_or_path
+    if args.objective not in OBJECTIVES:
+        raise ValueError(f"refine_lm: objective must be one of {OBJECTIVES}, not {args.objective!r}")
     tok = AutoTokenizer.from_pretrained(name)
     if tok.mask_token is None:
         raise ValueError(f"{name} has no mask token: refine_lm needs a masked LM")
+    train_lang, _ = resolve_languages(name, args.train_language, args.eval_language)
     base = AutoModelForMaskedLM.from_pretrained(name)
-    if args.language and hasattr(base, "set_default_language"):
-        base.set_default_language(args.language)
-    elif args.language:
-        log.warning("refine_lm: %s has no language adapters; ignoring language=%s", name, args.language)
-        args.language = None
+    if train_lang:
+        base.set_default_language(train_lang)
     model = RefineLMForMaskedLM.from_base(base, args.topk, base_model=name)
-    model.config.language = args.language
+    model.config.language = train_lang
     for p in model.base.parameters():
         p.requires_grad_(False)
     model.base.eval()
+    scorer = MaskedLMScorer(model.base, tok)
     opt = torch.optim.AdamW(model.debias.parameters(), lr=args.learning_rate)
     rows = list(train_data)
     test_rows = list(eval_data) if eval_data is not None else []
-    bs = args.per_device_train_batch_size
+    bs = max(1, args.batch_size)
     steps_per_epoch = math.ceil(len(rows) / bs)
     total = args.max_steps if args.max_steps > 0 else math.ceil(args.num_train_epochs * steps_per_epoch)
     out = Path(args.output_dir)
@@ -250,17 +368,17 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
         opt.load_state_dict(state["optimizer"])
         step, history = state["step"], state["history"]
         log.info("refine_lm: resuming from %s (step %d)", checkpoint, step)
-    test_before = mean_reward(model, tok, test_rows) if test_rows and step == 0 else None
-    order: list[int] = []
+    test_before = mean_reward(model, scorer, test_rows, args.objective) if test_rows and step == 0 else None
     while step < total:
         epoch = step // steps_per_epoch
         order = list(range(len(rows)))
         random.Random(args.seed + epoch).shuffle(order)
         i = (step % steps_per_epoch) * bs
         batch = [rows[j] for j in order[i:i + bs]]
-        loss, reward = policy_step(model, tok, batch)
+        mini = random.Random(f"{args.seed}:{step}").choices(batch, k=args.per_device_train_batch_size)
+        loss, reward = policy_step(model, scorer, mini, args.objective)
         opt.zero_grad()
-        if torch.isfinite(loss):
+        if torch.isfinite(loss) and loss.requires_grad:
             loss.backward()
             opt.step()
         step += 1
@@ -273,9 +391,9 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
     final.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(final)
     tok.save_pretrained(final)
-    state = {"global_step": step, "epoch": step / max(steps_per_epoch, 1), "log_history": history}
+    state = {"global_step": step, "epoch": step / max(steps_per_epoch, 1), "log_history": history, "train_language": train_lang}
     if test_rows:
-        state["unqover_test_reward_after"] = mean_reward(model, tok, test_rows)
+        state["unqover_test_reward_after"] = mean_reward(model, scorer, test_rows, args.objective)
         if test_before is not None:
             state["unqover_test_reward_before"] = test_before
     (final / "trainer_state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")

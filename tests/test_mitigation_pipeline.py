@@ -232,6 +232,58 @@ def test_refine_lm_recipe_end_to_end(tmp_path: Path) -> None:
     assert state["global_step"] == 2 and "unqover_test_reward_after" in state
 
 
+def test_refine_lm_cli_on_xmod_without_default_language_with_default_evaluation(tmp_path: Path) -> None:
+    """The issue's bar, as a user runs it: `bias-harness mitigate refine_lm --model X --limit 8 --max-train-rows 40`
+    in a subprocess from another folder, default evaluation (stereoset_de: the combined task with token_mean), on a
+    tiny X-MOD with adapters de_CH + en_XX and no default language (as SwissBERT's card describes)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_mlm_models import build_tiny_mlm
+
+    model = build_tiny_mlm(tmp_path / "xmod", "xmod")
+    assert json.loads((model / "config.json").read_text())["default_language"] is None
+    out = tmp_path / "run"
+    exe = Path(sys.executable).with_name("bias-harness")
+    proc = subprocess.run([str(exe), "mitigate", "refine_lm", "--model", str(model), "--limit", "8", "--max-train-rows", "40",
+                           "--output", str(out)], cwd=tmp_path, capture_output=True, text=True, env=os.environ.copy())  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _assert_card_matches_run(out)
+    before, after = (json.loads((out / "eval" / f"{s}.json").read_text()) for s in ("before", "after"))
+    assert before["settings"]["tasks"] == ["stereoset_de"] and before["settings"]["model_type"] == "hf-mlm"
+    assert before["settings"]["metadata"]["tokenizer"] == str(model)  # token_mean of the combined task
+    # the evaluation adapter reaches both evaluations; training used the English adapter (the seed's switch)
+    assert before["model_args"] == {"pretrained": str(model), "language": "de_CH"}
+    assert after["model_args"] == {"pretrained": str(out / "model"), "language": "de_CH"}
+    state = json.loads((out / "model" / "trainer_state.json").read_text())
+    assert state["train_language"] == "en_XX" and state["global_step"] == 1  # 40 rows, batches of 70: one update
+    card = (out / "model" / "README.md").read_text()
+    for metric in ("lms", "ss", "icat"):
+        assert f"| stereoset_de_combined | {metric} | none |" in card
+        assert isinstance(before["results"]["stereoset_de_combined"][f"{metric},none"], float)
+        assert isinstance(after["results"]["stereoset_de_combined"][f"{metric},none"], float)
+    assert before["n_samples"]["stereoset_de_combined"]["effective"] == 8
+
+
+def test_refine_lm_adapters_follow_the_checkpoint(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """en_XX for training where the checkpoint has it; SwissBERT-like adapters (no en_XX) train with de_CH, logged."""
+    from transformers import XmodConfig
+
+    from bias_harness.mitigation.refine_lm import resolve_languages
+
+    for name, langs in (("xmod", ["de_CH", "en_XX"]), ("swiss", ["de_CH", "fr_CH", "it_CH", "rm_CH"])):
+        XmodConfig(languages=langs, default_language=None).save_pretrained(tmp_path / name)
+    assert resolve_languages(str(tmp_path / "xmod"), "auto", "de_CH") == ("en_XX", "de_CH")
+    with caplog.at_level(logging.WARNING, logger="bias_harness.mitigation.refine_lm"):
+        assert resolve_languages(str(tmp_path / "swiss"), "auto", "de_CH") == ("de_CH", "de_CH")
+    assert "no English adapter" in caplog.text
+    with pytest.raises(ValueError, match="train_language='en_XX' is not an adapter"):
+        resolve_languages(str(tmp_path / "swiss"), "en_XX", "de_CH")
+    with pytest.raises(ValueError, match="eval_language='en_GB'"):
+        resolve_languages(str(tmp_path / "xmod"), "auto", "en_GB")
+
+
 def test_scd_recipe_evaluates_lm_evals_bbq_on_local_copy(tiny_causal_lm: str, tmp_path: Path, mini_scd_data: Path) -> None:
     """The paper's BBQ transfer check, offline: lm-eval's own BBQ task on the local partial copy, before and after."""
     from bias_harness.plugins.contact_bbq import write_bbq_local_task
