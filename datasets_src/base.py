@@ -30,6 +30,8 @@ from bias_harness.datasets_src.raw import RawFile, fetch, sha256_of
 
 log = logging.getLogger(__name__)
 
+PROJECT_URL = "https://github.com/bias-harness/bias-harness"
+
 
 @dataclass
 class CardInfo:
@@ -121,7 +123,7 @@ from datasets import load_dataset
 ds = load_dataset("{org}/{builder.name}", "{next(iter(configs))}")
 ```
 
-Built by [bias-harness](https://github.com/bias-harness/bias-harness) `bias-harness data build {builder.name}`
+Built by [bias-harness]({PROJECT_URL}) `bias-harness data build {builder.name}`
 (version {__version__}); evaluate with `bias-harness eval --tasks <task>` (see the task READMEs).
 
 ## Configs and splits

@@ -75,10 +75,11 @@ def _clean(value: Any) -> Any:
     return str(value)
 
 
-def evaluate(args: dict[str, Any] | None, settings: EvalSettings, lm: Any = None) -> dict[str, Any]:
+def evaluate(args: dict[str, Any] | None, settings: EvalSettings, lm: Any = None, run_dir: Path | None = None) -> dict[str, Any]:
     """Run lm-eval (model type ``settings.model_type`` with ``args``, or a ready ``lm``) on ``settings.tasks``.
 
-    Returns a JSON-able dict: results per task, n-samples, versions, the settings and the model args.
+    Returns a JSON-able dict: results per task, n-samples, versions, the settings and the model args. With
+    ``run_dir``, lm-eval's output folder (results + per-document samples) is written there too.
     """
     import lm_eval
 
@@ -101,11 +102,15 @@ def evaluate(args: dict[str, Any] | None, settings: EvalSettings, lm: Any = None
         numpy_random_seed=settings.seed,
         torch_random_seed=settings.seed,
         fewshot_random_seed=settings.seed,
-        log_samples=False,
+        log_samples=run_dir is not None,
         task_manager=_task_manager(settings),
     )
     if out is None:  # non-zero rank under accelerate
         return {}
+    if run_dir is not None:  # lm-eval's results_*.json + samples_*.jsonl, for `bias-harness compare`
+        from bias_harness.plugins.paired import save_run
+
+        save_run(out, run_dir)
     results = {t: {k: _clean(v) for k, v in res.items() if k != "alias"} for t, res in out["results"].items()}
     return {
         "model_args": {k: str(v) for k, v in (args or {}).items()},

@@ -1,20 +1,36 @@
 """The model card of a mitigated model: base model, recipe and its full config, training data with links,
-before/after metrics with confidence intervals, limitations, and the command that produced it."""
+before/after metrics with confidence intervals and paired significance tests, limitations, and the command that
+produced it.
+
+Built with ``huggingface_hub``'s :class:`~huggingface_hub.ModelCard` / :class:`~huggingface_hub.ModelCardData`:
+every before/after number is also an :class:`~huggingface_hub.EvalResult`, so the card's YAML carries a
+``model-index`` the Hub reads. With the per-document samples of both evaluations (``CardData.eval_dir``), the
+card also says for each metric whether the change is significant (``bias-harness compare``, ``plugins/paired.py``).
+"""
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+if TYPE_CHECKING:
+    from huggingface_hub import EvalResult
+
 from bias_harness import __version__, settings
+from bias_harness.datasets_src.base import PROJECT_URL
 from bias_harness.mitigation.evaluate import MetricRow, metric_rows
 from bias_harness.mitigation.recipes import Recipe
 
+log = logging.getLogger(__name__)
+
 SUMMARY_FILE = "bias_harness_mitigation.json"
+STAGES = {"before": "base model, before mitigation", "after": "after mitigation"}
 
 
 @dataclass
@@ -29,6 +45,10 @@ class CardData:
     command: str
     adapter: bool = False
     train_metrics: dict[str, Any] = field(default_factory=dict)
+    # folder with lm-eval's output of both evaluations (before/, after/: results_*.json + samples_*.jsonl); gives
+    # the datasets of the model-index and the paired comparison (written to eval_dir/compare/)
+    eval_dir: Path | None = None
+    comparison: Any = None  # plugins.paired.Comparison (computed by write() from eval_dir when None)
 
 
 def _num(v: float | None) -> str:
@@ -39,14 +59,29 @@ def _ci(ci: tuple[float, float] | None) -> str:
     return "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def _table(rows: list[MetricRow]) -> str:
+def _table(rows: list[MetricRow], comparison: Any = None) -> str:
     if not rows:
         return "_No metrics: evaluation was skipped or produced no numeric results._"
-    lines = ["| task | metric | filter | before [95% CI] | after [95% CI] | Δ |", "|---|---|---|---|---|---|"]
+    head = "| task | metric | filter | before [95% CI] | after [95% CI] | Δ |"
+    if comparison is not None:
+        head += " Δ paired 95% CI | p (test) | significant |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         delta = "–" if r.delta is None else f"{r.delta:+.3f}"
-        lines.append(f"| {r.task} | {r.metric} | {r.filter} | {_num(r.before)}{_ci(r.before_ci)} | {_num(r.after)}{_ci(r.after_ci)} | {delta} |")
+        line = f"| {r.task} | {r.metric} | {r.filter} | {_num(r.before)}{_ci(r.before_ci)} | {_num(r.after)}{_ci(r.after_ci)} | {delta} |"
+        if comparison is not None:
+            line += _significance(comparison.find(r.task, r.metric, r.filter))
+        lines.append(line)
     return "\n".join(lines)
+
+
+def _significance(m: Any) -> str:
+    if m is None:
+        return " – | – | not tested |"
+    from bias_harness.report.compare import p_text, verdict
+
+    test = "McNemar" if m.p_mcnemar is not None else "bootstrap"
+    return f" [{_num(m.ci_lo)}, {_num(m.ci_hi)}] | {p_text(m.p)} ({test}) | {verdict(m)} |"
 
 
 def _usage(data: CardData, repo_hint: str) -> str:
@@ -69,29 +104,94 @@ def _usage(data: CardData, repo_hint: str) -> str:
     )
 
 
+def task_datasets(run_dir: Path | None) -> dict[str, dict[str, str | None]]:
+    """task -> {id, config, split} of the data it was evaluated on, from the task configs lm-eval wrote."""
+    out: dict[str, dict[str, str | None]] = {}
+    if run_dir is None or not Path(run_dir).is_dir():
+        return out
+    org = settings.hub_org()
+    for path in sorted(Path(run_dir).rglob("results_*.json")):
+        for task, cfg in json.loads(path.read_text(encoding="utf-8")).get("configs", {}).items():
+            kw = cfg.get("dataset_kwargs") or {}
+            if kw.get("dataset"):  # our tasks: plugins.data.load(dataset, config) -> the Hub dataset ORG/<dataset>
+                ds, conf = f"{org}/{kw['dataset']}", kw.get("config")
+            elif cfg.get("dataset_path"):
+                ds, conf = cfg["dataset_path"], cfg.get("dataset_name")
+            else:
+                continue
+            split = cfg.get("test_split") or cfg.get("validation_split")
+            out[task] = {"id": ds, "config": conf, "split": split}
+    return out
+
+
+def eval_results(data: CardData, task_type: str) -> list[EvalResult]:
+    """One :class:`EvalResult` per numeric before/after metric (metric type = the lm-eval metric key, config = filter)."""
+    from huggingface_hub import EvalResult
+
+    datasets_of = task_datasets(data.eval_dir / "after" if data.eval_dir else None)
+    version = (data.after or data.before).get("versions", {})
+    out = []
+    for r in metric_rows(data.before, data.after):
+        ds = datasets_of.get(r.task, {"id": f"{settings.hub_org()}/{r.task}", "config": None, "split": None})
+        for stage, value in (("before", r.before), ("after", r.after)):
+            if value is None or math.isnan(value):
+                continue
+            out.append(EvalResult(
+                task_type=task_type, task_name=r.task, dataset_type=ds["id"], dataset_name=f"{r.task} ({ds['id']})",
+                dataset_config=ds["config"], dataset_split=ds["split"], metric_type=r.metric, metric_value=value,
+                metric_name=f"{r.metric} ({STAGES[stage]})", metric_config=r.filter,
+                metric_args={"stage": stage, "filter": r.filter, "task_version": version.get(r.task)},
+                source_name=f"bias-harness {__version__} mitigate (lm-eval)", source_url=PROJECT_URL,
+            ))  # fmt: skip
+    return out
+
+
+def card_data(data: CardData, repo_id: str | None = None):
+    """The card's YAML metadata as :class:`huggingface_hub.ModelCardData` (with ``model-index`` results)."""
+    from huggingface_hub import ModelCardData
+
+    recipe, org = data.recipe, settings.hub_org()
+    task_type = "fill-mask" if recipe.model_kind == "mlm" else "text-generation"
+    results = eval_results(data, task_type)
+    return ModelCardData(
+        base_model=data.base_model,
+        library_name="peft" if data.adapter else "transformers",
+        pipeline_tag=task_type,
+        tags=["bias-harness", "bias-mitigation", recipe.name] + (["trl", recipe.trainer] if recipe.trainer != "refine_lm" else ["refine-lm"]),
+        datasets=[f"{org}/{d}" for d in recipe.datasets],
+        model_name=repo_id or f"{recipe.name}-{Path(data.base_model).name}",
+        eval_results=results or None,
+    )
+
+
+def _significance_note(comparison: Any) -> str:
+    from bias_harness.plugins.paired import ALPHA
+
+    if comparison is None:
+        return "Paired significance tests need the per-document samples of both evaluations (not available for this card)."
+    tested = [m for m in comparison.metrics if not math.isnan(m.p)]
+    sig = [m for m in tested if m.significant]
+    listed = ", ".join(f"`{m.task}` {m.metric} ({m.diff:+.3f}, p = {m.p:.2g})" for m in sig) or "none"
+    return (f"Δ paired 95% CI and p: `bias-harness compare` on the same documents ({comparison.iters} paired bootstrap "
+            f"resamples of each task's resampling unit; exact McNemar where the per-document outcome is binary). "
+            f"**Significant changes (p < {ALPHA}): {len(sig)} of {len(tested)} tested metrics**: {listed}.")  # fmt: skip
+
+
 def render(data: CardData, repo_id: str | None = None) -> str:
+    from huggingface_hub import ModelCard
+
     recipe = data.recipe
     org = settings.hub_org()
     links = "\n".join(f"- [`{org}/{d}`](https://huggingface.co/datasets/{org}/{d}) (built by `bias-harness data build {d}`)" for d in recipe.datasets)
     splits = ", ".join(f"{s}: {n:,} rows" for s, n in data.data_splits.items())
     opts = ", ".join(f"{k}={v}" for k, v in data.data_options.items() if v is not None) or "defaults"
     eval_settings = data.after.get("settings") or data.before.get("settings") or {}
-    meta: dict[str, Any] = {
-        "base_model": data.base_model,
-        "library_name": "peft" if data.adapter else "transformers",
-        "pipeline_tag": "fill-mask" if recipe.model_kind == "mlm" else "text-generation",
-        "tags": ["bias-harness", "bias-mitigation", recipe.name] + (["trl", recipe.trainer] if recipe.trainer != "refine_lm" else ["refine-lm"]),
-        "datasets": [f"{org}/{d}" for d in recipe.datasets],
-    }
     train_metrics = "\n".join(f"- `{k}`: {v}" for k, v in data.train_metrics.items()) or "- (not recorded)"
     eval_yaml = yaml.safe_dump(eval_settings, sort_keys=True).strip()
     config_yaml = yaml.safe_dump(data.config, sort_keys=True, default_flow_style=False).strip()
     recipe_yaml = "\n".join(line for line in recipe.config_path.read_text(encoding="utf-8").splitlines() if not line.startswith("#")).strip()
     rows = metric_rows(data.before, data.after)
-    return f"""---
-{yaml.safe_dump(meta, sort_keys=False).strip()}
----
-
+    body = f"""
 # {recipe.name}: {data.base_model} after bias mitigation
 
 {recipe.summary}
@@ -118,10 +218,12 @@ Both models were evaluated with lm-eval under the same settings:
 {eval_yaml}
 ```
 
-{_table(rows)}
+{_table(rows, data.comparison)}
 
 Confidence intervals are bootstrap percentiles where the task reports them (`*_ci_lo`/`*_ci_hi`), else mean ± 1.96 × lm-eval's stderr; "–" means the metric was not available.
+{_significance_note(data.comparison) if rows else ""}
 {"**These numbers come from a subset run (`limit` above); they are not comparable to full-dataset results.**" if eval_settings.get("limit") else ""}
+The same numbers are in this card's `model-index` metadata (one result per metric and model: `metric_args.stage` is `before` for the base model, `after` for this one).
 
 ## Training
 
@@ -152,11 +254,36 @@ A few gradient steps on a small model prove the pipeline, not the method: read t
 {data.command}
 ```
 """
+    card = ModelCard(f"---\n{card_data(data, repo_id).to_yaml()}\n---\n{body}")  # parsed back: validates the metadata
+    return str(card)
+
+
+def compare_before_after(eval_dir: Path, iters: int | None = None, seed: int | None = None) -> Any:
+    """Paired comparison of ``eval_dir/before`` and ``eval_dir/after`` (``plugins/paired.py``), also written to
+    ``eval_dir/compare/`` (README.md with plots, compare.json); None (logged) when the samples are missing or unpaired."""
+    from bias_harness.plugins import stats
+    from bias_harness.plugins.paired import RunMismatch, compare_runs
+    from bias_harness.report.compare import render_markdown
+
+    eval_dir = Path(eval_dir)
+    try:
+        cmp = compare_runs(eval_dir / "before", eval_dir / "after", iters=iters or stats.BOOTSTRAP_ITERS, seed=seed or stats.BOOTSTRAP_SEED)
+    except (RunMismatch, FileNotFoundError) as err:
+        log.warning("no paired comparison in the model card: %s", err)
+        return None
+    out = eval_dir / "compare"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "README.md").write_text("# bias-harness compare: before vs after mitigation\n\n" + render_markdown(cmp, out), encoding="utf-8")
+    (out / "compare.json").write_text(json.dumps(cmp.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return cmp
 
 
 def write(folder: Path, data: CardData, repo_id: str | None = None) -> Path:
     """Write README.md (the card) and a machine-readable summary next to the model."""
     folder = Path(folder)
+    if data.comparison is None and data.eval_dir is not None and data.before and data.after:
+        settings_ = data.after.get("settings", {})
+        data.comparison = compare_before_after(data.eval_dir, settings_.get("bootstrap_iters"), settings_.get("seed"))
     (folder / "README.md").write_text(render(data, repo_id), encoding="utf-8")
     summary = {
         "recipe": data.recipe.name,
@@ -168,5 +295,7 @@ def write(folder: Path, data: CardData, repo_id: str | None = None) -> Path:
         "after": data.after,
         "command": data.command,
     }
+    if data.comparison is not None:
+        summary["comparison"] = data.comparison.to_dict()
     (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return folder / "README.md"

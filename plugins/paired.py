@@ -235,6 +235,29 @@ class Comparison:
         return next((m for m in self.metrics if m.task == task and m.metric == metric and (filt is None or m.filter == filt)), None)
 
 
+def save_run(out: dict[str, Any], folder: Path) -> Path:
+    """Write a ``simple_evaluate(..., log_samples=True)`` result as lm-eval's output folder: ``results_<stamp>.json``
+    and ``samples_<task>_<stamp>.jsonl`` (what ``--output_path --log_samples`` writes; readable by :func:`compare_runs`)."""
+    import json
+    import time
+
+    from lm_eval.utils import handle_non_serializable
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in [*folder.glob("results_*.json"), *folder.glob("samples_*.jsonl")]:
+        old.unlink()  # one run per folder
+    stamp = time.strftime("%Y-%m-%dT%H-%M-%S")
+    dump = {k: v for k, v in out.items() if k != "samples"}
+    path = folder / f"results_{stamp}.json"
+    path.write_text(json.dumps(dump, indent=2, default=handle_non_serializable, ensure_ascii=False) + "\n", encoding="utf-8")
+    for task, samples in (out.get("samples") or {}).items():
+        with open(folder / f"samples_{task}_{stamp}.jsonl", "w", encoding="utf-8") as f:
+            for s in samples:
+                f.write(json.dumps(s, default=handle_non_serializable, ensure_ascii=False) + "\n")
+    return path
+
+
 def _json_safe(value: Any) -> Any:
     """NaN -> None (strict JSON)."""
     if isinstance(value, float) and math.isnan(value):

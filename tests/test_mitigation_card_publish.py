@@ -105,3 +105,73 @@ def test_folder_containing_the_token_is_refused(tmp_path: Path, monkeypatch: pyt
     assert TOKEN not in str(err.value)
     with pytest.raises(ValueError, match="ORG/NAME"):
         push_model(folder, "no-slash")
+
+
+# ---------------------------------------------------------------- Hub card API: model-index and paired significance
+
+
+def _names(ctx: str) -> list[str]:
+    return [line[3:].rstrip(".") for line in ctx.splitlines() if line[:3] in ("1. ", "2. ")]
+
+
+def _demet_eval(run_dir: Path, answer) -> dict:
+    """A real lm-eval run of `demet` (261 docs, scripted answers) through the mitigation evaluator, samples kept."""
+    from bias_harness.mitigation import evaluate as ev
+    from tests.helpers import scripted_lm
+
+    settings = ev.EvalSettings(tasks=["demet"], limit=261, bootstrap_iters=200, apply_chat_template=False)
+    result = ev.evaluate(None, settings, lm=scripted_lm(answer), run_dir=run_dir)
+    ev.save(result, run_dir.with_suffix(".json"))
+    return result
+
+
+def test_card_model_index_and_significance_match_lm_eval_results(tmp_path: Path) -> None:
+    import json
+
+    from huggingface_hub import ModelCard
+
+    from bias_harness.datasets_src.demet import NAMES
+
+    gender = {n: g for g, names in NAMES.items() for n in names}
+    rank = {"woman": 0, "neutral": 1, "man": 2}
+
+    def oracle(ctx: str) -> str:  # woman > neutral > man: every pair bias 2 (the base model below: always NAME1, 0)
+        a, b = _names(ctx)
+        return "1" if rank[gender[a]] <= rank[gender[b]] else "2"
+
+    eval_dir = tmp_path / "eval"
+    before = _demet_eval(eval_dir / "before", lambda ctx: "1")
+    after = _demet_eval(eval_dir / "after", oracle)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    data = model_card.CardData(recipe=get_recipe("counterfactual_grpo"), base_model="base/model", config={}, data_splits={"train": 4},
+                               data_options={}, before=before, after=after, command="bias-harness mitigate ...", eval_dir=eval_dir)  # fmt: skip
+    card = ModelCard.load(model_card.write(folder, data, repo_id="org/debiased"))
+
+    # every metric of the card's model-index is the number lm-eval wrote in results_*.json of that evaluation
+    recorded = {stage: json.loads(next((eval_dir / stage).glob("results_*.json")).read_text())["results"]["demet"] for stage in ("before", "after")}
+    results = card.data.eval_results
+    assert card.data.model_name == "org/debiased" and card.data.base_model == "base/model"
+    n_numeric = sum(isinstance(v, (int, float)) and not isinstance(v, bool) and v == v for stage in recorded.values()
+                    for k, v in stage.items() if "," in k and not k.split(",")[0].endswith(("_stderr", "_ci_lo", "_ci_hi")))  # fmt: skip
+    assert len(results) == n_numeric > 50
+    for r in results:
+        stage = r.metric_args["stage"]
+        assert r.metric_value == recorded[stage][f"{r.metric_type},{r.metric_config}"]
+        assert (r.task_type, r.task_name, r.dataset_type, r.dataset_config, r.dataset_split) == (
+            "text-generation", "demet", "bias-harness/demet", "prompts", "test")
+        assert r.source_url and r.source_name.startswith("bias-harness")
+    mixed = {r.metric_args["stage"]: r.metric_value for r in results if r.metric_type == "mixed_gender_bias"}
+    assert mixed == {"before": 0.0, "after": 2.0}
+
+    # significance: pair biases 0 -> 2 on every resample of matched pairs; no invalid answers in either run (p = 1)
+    text = card.text
+    assert "| demet | mixed_gender_bias | choice | 0.000 [0.000, 0.000] | 2.000 [2.000, 2.000] | +2.000 | [2.000, 2.000] |" in text
+    row = next(line for line in text.splitlines() if line.startswith("| demet | mixed_gender_bias | choice |"))
+    assert row.endswith("(bootstrap) | **yes** |")
+    assert "| demet | invalid_rate | choice | 0.000 [0.000, 0.000] | 0.000 [0.000, 0.000] | +0.000 | [0.000, 0.000] | 1.0000 (McNemar) | no |" in text
+    assert "| demet | score_woman_woman | choice | -1.000 | -1.000 | +0.000 | – | – | not tested |" in text
+    assert "Significant changes (p < 0.05): 4 of 5 tested metrics" in text
+    assert (eval_dir / "compare" / "README.md").is_file() and (eval_dir / "compare" / "compare_demet_choice.png").stat().st_size > 1000
+    summary = json.loads((folder / model_card.SUMMARY_FILE).read_text())
+    assert {m["metric"] for m in summary["comparison"]["metrics"]} >= {"mixed_gender_bias", "invalid_rate"}
