@@ -15,6 +15,11 @@ The aggregations turn the list of tuples into:
 * ``invalid_rate``: share of docs whose answer could not be parsed (always 0 for log-likelihood scoring).
 
 Invalid answers are left out of the bias % denominators and reported by ``invalid_rate``.
+
+Log-likelihood scoring compares the two options' summed token log-probabilities, or (metadata ``normalize``) their
+mean per token (``token``: what the authors' CAPPr scoring does; needs ``tokenizer``) or per character (``char``:
+lm-eval's ``acc_norm`` rule); :func:`load_docs` puts each doc's divisors in ``option_norm``.
+Generation: :func:`parse_answer` (question echoes and answers naming both options are invalid).
 """
 
 from __future__ import annotations
@@ -62,12 +67,52 @@ class DocList(list):
         return list(dict.fromkeys(doc[column] for doc in self))
 
 
-def load_docs(dataset: str = "contact", config: str = "prompts", scale: str | None = None, instruction_suffix: bool = True, **kwargs: Any) -> dict[str, DocList]:
+NORMALIZE = ("none", "token", "char")
+TARGET_DELIMITER = " "  # the tasks' target_delimiter: the continuation scored is " " + option
+
+
+def option_token_counts(tokenizer: Any, context: str, options: Sequence[str]) -> list[int]:
+    """Tokens of each continuation ``" " + option`` after ``context``, split as lm-eval's ``_encode_pair`` does
+    (whole minus context; the context's trailing spaces move to the continuation)."""
+    n_spaces = len(context) - len(context.rstrip())
+    ctx, pre = (context[:-n_spaces], context[-n_spaces:]) if n_spaces else (context, "")
+    base = len(tokenizer(ctx)["input_ids"])
+    return [len(tokenizer(ctx + pre + TARGET_DELIMITER + o)["input_ids"]) - base for o in options]
+
+
+def option_norms(docs: Sequence[dict[str, Any]], normalize: str, tokenizer: str | None) -> dict[tuple[str, ...], list[float]]:
+    """Divisor of each option's log-likelihood per option pair: 1 (``none``), its tokens (``token``), its characters
+    (``char``, as lm-eval's ``acc_norm``). Token counts are taken on the first prompt of each option pair."""
+    if normalize not in NORMALIZE:
+        raise ValueError(f"contact: normalize must be one of {NORMALIZE}, not {normalize!r}")
+    firsts = {tuple(d["options"]): d for d in reversed(docs)}
+    if normalize == "none":
+        return {o: [1.0] * len(o) for o in firsts}
+    if normalize == "char":
+        return {o: [float(len(x)) for x in o] for o in firsts}
+    if not tokenizer:
+        raise ValueError("contact: normalize=token needs the model's tokenizer: --metadata '{\"normalize\": \"token\", \"tokenizer\": \"<model folder or name>\"}'")
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer)
+    return {o: [float(n) for n in option_token_counts(tok, doc_to_text(d), o)] for o, d in firsts.items()}
+
+
+def load_docs(
+    dataset: str = "contact",
+    config: str = "prompts",
+    scale: str | None = None,
+    instruction_suffix: bool = True,
+    normalize: str = "none",
+    tokenizer: str | None = None,
+    **kwargs: Any,
+) -> dict[str, DocList]:
     """``custom_dataset`` of the contact tasks: the dataset (via :func:`plugins.data.load`), one scale, with ``query``.
 
     ``query`` = the prompt followed by the answer instruction ("Answer with Yes or No."); ``--metadata
-    instruction_suffix=false`` gives the bare prompt (the paper's Table 2 wording). Splits come back as
-    :class:`DocList` (plain dicts) for speed.
+    instruction_suffix=false`` gives the bare prompt (the paper's Table 2 wording). ``normalize`` / ``tokenizer``:
+    see :func:`option_norms` (the divisors go into ``option_norm``; generation tasks ignore them). Splits come back
+    as :class:`DocList` (plain dicts) for speed.
     """
     dd = data.load(dataset, config, **kwargs)
     if isinstance(instruction_suffix, str):
@@ -84,7 +129,11 @@ def load_docs(dataset: str = "contact", config: str = "prompts", scale: str | No
             if scale not in set(ds.unique("scale")):
                 raise ValueError(f"contact: scale {scale!r} not in {dataset}/{config} (scales: {sorted(ds.unique('scale'))})")
             ds = ds.filter(lambda s: [x == scale for x in s], input_columns="scale", batched=True, batch_size=10_000)
-        out[split] = DocList(ds.map(_prepare, batched=True, batch_size=10_000))
+        docs = DocList(ds.map(_prepare, batched=True, batch_size=10_000))
+        norms = option_norms(docs, normalize, tokenizer)
+        for doc in docs:
+            doc["option_norm"] = norms[tuple(doc["options"])]
+        out[split] = docs
     return out
 
 
@@ -118,9 +167,10 @@ def _results(item: Item) -> dict[str, Item]:
 
 
 def process_results(doc: dict[str, Any], results: list[tuple[float, bool]]) -> dict[str, Item]:
-    """Log-likelihood scoring: the option with the higher log-likelihood is the answer."""
-    lls = [float(r[0]) for r in results]
-    return _results(_item(doc, int(np.argmax(lls))))
+    """Log-likelihood scoring: the option with the higher (normalised, ``doc["option_norm"]``) log-likelihood."""
+    norm = doc.get("option_norm") or [1.0] * len(results)
+    scores = [float(r[0]) / n for r, n in zip(results, norm, strict=True)]
+    return _results(_item(doc, int(np.argmax(scores))))
 
 
 # Phrasings real models use for the frequency options (seen in SmolLM2 outputs: "Most of the time, ...").
@@ -140,16 +190,32 @@ def _option_pattern(options: tuple[str, ...]) -> tuple[re.Pattern[str], dict[str
     return re.compile(rf"\b({alternatives})\b", re.IGNORECASE), phrases
 
 
-def parse_answer(text: str, options: Sequence[str]) -> int | None:
-    """Index of the first option (or a listed synonym of it, :data:`SYNONYMS`) in ``text``, case-insensitive,
-    whole words; None when none appears."""
+@cache
+def _echo_pattern(options: tuple[str, ...]) -> re.Pattern[str]:
+    """The two options side by side, as the question and the instruction put them: "likely/unlikely",
+    "(mostly/rarely)", "Yes or No", "between Likely and Unlikely" (either order)."""
+    a, b = (re.escape(o) for o in options)
+    pairs = [rf"{x}\s*/\s*{y}|{x}\s+or\s+{y}|between\s+{x}\s+and\s+{y}" for x, y in ((a, b), (b, a))]
+    return re.compile(rf"\(?\b(?:{'|'.join(pairs)})\b\)?", re.IGNORECASE)
+
+
+def answer_options(text: str, options: Sequence[str]) -> list[int]:
+    """Indices of the options the answer names, in order, after removing echoes of the question (:func:`_echo_pattern`);
+    options and their listed synonyms (:data:`SYNONYMS`) count case-insensitively as whole words."""
     pattern, phrases = _option_pattern(tuple(options))
-    match = pattern.search(text or "")
-    return phrases[match.group(1).lower()] if match else None
+    rest = _echo_pattern(tuple(options)).sub(" ", text or "") if len(options) == 2 else text or ""
+    return [phrases[m.group(1).lower()] for m in pattern.finditer(rest)]
+
+
+def parse_answer(text: str, options: Sequence[str]) -> int | None:
+    """The option the answer gives; None (invalid) when, echoes of the question aside, it names no option or both."""
+    named = set(answer_options(text, options))
+    return named.pop() if len(named) == 1 else None
 
 
 def process_results_gen(doc: dict[str, Any], results: list[str]) -> dict[str, Item]:
-    """Generation: parse the first option word of the answer; none -> invalid (counted, not dropped)."""
+    """Generation: the option the answer names (:func:`parse_answer`); none, both or only an echo -> invalid
+    (counted, not dropped)."""
     return _results(_item(doc, parse_answer(results[0], doc["options"])))
 
 

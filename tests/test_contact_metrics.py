@@ -52,12 +52,12 @@ def test_empty_contact_type_is_nan() -> None:
         (" no.", ["Yes", "No"], 1),
         ("Nope, I know nothing", ["Yes", "No"], None),  # "Nope"/"nothing"/"know" are not the word "no"
         ("It is unlikely.", ["Likely", "Unlikely"], 1),
-        ("Likely, not unlikely", ["Likely", "Unlikely"], 0),
-        ("Rarely. Mostly never.", ["Mostly", "Rarely"], 1),
+        ("Likely, not unlikely", ["Likely", "Unlikely"], None),  # names both options
+        ("Rarely. Mostly never.", ["Mostly", "Rarely"], None),
         ("I cannot answer that.", ["Mostly", "Rarely"], None),
         ("Most of the time, you should work with them.", ["Mostly", "Rarely"], 0),  # real SmolLM2 phrasing
         ("Most often.", ["Mostly", "Rarely"], 0),
-        ("Hardly ever, but most of the time later", ["Mostly", "Rarely"], 1),  # first phrase wins
+        ("Hardly ever, but most of the time later", ["Mostly", "Rarely"], None),  # both, through synonyms
         ("How often should I? Not sure.", ["Mostly", "Rarely"], None),  # an echo of the question is no answer
         ("", ["Yes", "No"], None),
     ],
