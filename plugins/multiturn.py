@@ -85,6 +85,7 @@ from lm_eval.api.model import LM, hash_args
 from lm_eval.api.task import ConfigurableTask
 from tqdm import tqdm
 
+from bias_harness.plugins.vllm_steps import is_vllm, prefix_caching, step_backend
 from bias_harness.plugins.multiturn_dialogues import (  # noqa: F401  (re-exported API)
     AgentsDialogue,
     Dialogue,
@@ -106,7 +107,9 @@ PLAIN_STOP = "\nUser:"
 # lm-eval API backends that only accept message lists (LocalChatCompletion and its subclasses).
 CHAT_ONLY_BACKENDS = ("LocalChatCompletion",)
 
-# Per-step counts of the most recent multiturn_generate run: [{"step", "prompts", "cached", "calls", "dialogues", "seconds"}].
+# Per-step counts of the most recent multiturn_generate run: [{"step", "prompts", "cached", "calls", "dialogues",
+# "seconds" (answering + recording), "prepare_seconds" (building the step's prompts), "generate_seconds" (inside
+# generate_until), and on vLLM "engine_calls", "prompt_tokens", "cached_tokens" (prefix-cache hits)}].
 LAST_RUN_STATS: list[dict[str, Any]] = []
 
 
@@ -171,6 +174,13 @@ def run_step(lm: LM, batch: list[Instance]) -> tuple[list[str], int, int]:
     Returns (answers, number answered from the cache, number of generate_until calls made: 0 or 1).
     New answers are written to the cache and committed before returning (crash-safe resume).
     """
+    answers, cached, calls, _ = _run_step(lm, batch)
+    return answers, cached, calls
+
+
+def _run_step(lm: LM, batch: list[Instance]) -> tuple[list[str], int, int, dict[str, Any]]:
+    """:func:`run_step` plus backend figures: seconds inside ``generate_until`` and, on vLLM, the
+    ``LLM.generate`` calls, prompt tokens and prefix-cache hits of the step (:mod:`.vllm_steps`)."""
     dbdict = getattr(getattr(lm, "cache_hook", None), "dbdict", None)
     answers: list[str | None] = [None] * len(batch)
     todo: list[int] = []
@@ -181,8 +191,14 @@ def run_step(lm: LM, batch: list[Instance]) -> tuple[list[str], int, int]:
                 answers[i] = dbdict[key]
                 continue
         todo.append(i)
+    backend: dict[str, Any] = {"generate_seconds": 0.0}
     if todo:
-        out = lm.generate_until([batch[i] for i in todo])
+        t0 = time.perf_counter()
+        with step_backend(lm) as tokens:  # vLLM: the whole step in one LLM.generate call
+            out = lm.generate_until([batch[i] for i in todo])
+        backend["generate_seconds"] = round(time.perf_counter() - t0, 3)
+        if is_vllm(lm):
+            backend.update(tokens.as_dict())
         if len(out) != len(todo):
             raise RuntimeError(f"generate_until returned {len(out)} answers for {len(todo)} prompts")
         for i, text in zip(todo, out):
@@ -191,7 +207,29 @@ def run_step(lm: LM, batch: list[Instance]) -> tuple[list[str], int, int]:
                 dbdict[key] = text
         if dbdict is not None:
             dbdict.commit()
-    return [a if a is not None else "" for a in answers], len(batch) - len(todo), int(bool(todo))
+    return [a if a is not None else "" for a in answers], len(batch) - len(todo), int(bool(todo)), backend
+
+
+def _any_rank_busy(lm: LM, busy: bool) -> bool:
+    """Data parallel (``accelerate launch -m lm_eval``, one process per rank): True while ANY rank still has prompts.
+
+    Ranks whose dialogues end early keep making (discarded) one-prompt calls until all are done, so every rank makes
+    the same number of ``generate_until`` calls: HFLM's ``--batch_size auto`` detection inside them is collective.
+    lm-eval's own padding of ranks (by ``task.OUTPUT_TYPE``, ``generate_until`` for our tasks) never pads the
+    ``multiturn_generate`` requests; with this per-step agreement the ranks need no equal request counts."""
+    if getattr(lm, "world_size", 1) <= 1:
+        return busy
+    import torch
+
+    return bool(lm.all_gather(torch.tensor([int(busy)], device=lm.device)).max().item())
+
+
+def _backend_note(backend: dict[str, Any]) -> str:
+    if "engine_calls" not in backend:
+        return ""
+    rate = backend["cached_tokens"] / backend["prompt_tokens"] if backend["prompt_tokens"] else 0.0
+    return (f"; vLLM: {backend['engine_calls']} LLM.generate call(s), prefix cache hits {backend['cached_tokens']}"
+            f"/{backend['prompt_tokens']} prompt tokens ({rate:.1%})")
 
 
 def _repeat_index(requests: list[MultiTurnInstance]) -> list[int]:
@@ -218,10 +256,15 @@ def multiturn_generate(self: LM, requests: list[MultiTurnInstance], disable_tqdm
     dialogues = [_make_dialogue(r) for r in requests]
     tasks = {r.task_name for r in requests}
     LAST_RUN_STATS.clear()
+    if is_vllm(self) and prefix_caching(self) is False:
+        log.warning("vLLM was built without prefix caching: every multi-turn step re-reads each whole dialogue "
+                    "(add enable_prefix_caching=True to --model_args)")
     bar = tqdm(desc="multiturn steps", unit="step", disable=disable_tqdm)
     repeat = _repeat_index(requests)
     step = 0
+    pad: Instance | None = None
     while True:
+        t_prep = time.perf_counter()
         batch: list[Instance] = []
         owners: list[tuple[int, Hashable]] = []
         live = 0
@@ -238,21 +281,27 @@ def multiturn_generate(self: LM, requests: list[MultiTurnInstance], disable_tqdm
                 batch.append(Instance("generate_until", req.doc, (ctx, gen), idx=len(batch), metadata=(req.task_name, req.doc_id, 1)))
                 batch[-1].sample_id = (req.task_name, req.doc_id, repeat[i], step + 1, repr(p.key))  # type: ignore[attr-defined]
                 owners.append((i, p.key))
-        if not batch:
+        if not _any_rank_busy(self, bool(batch)):
             break
+        if not batch:  # data parallel: this rank is done, another is not; keep the ranks' model calls in step
+            if pad is not None:
+                self.generate_until([pad])
+            continue
+        pad = batch[-1]
         step += 1
         t0 = time.perf_counter()
-        answers, cached, calls = run_step(self, batch)
+        backend_prep = round(t0 - t_prep, 3)  # dialogues' next prompts + chat-template rendering
+        answers, cached, calls, backend = _run_step(self, batch)
         grouped: dict[int, dict[Hashable, str]] = {}
         for (i, key), text in zip(owners, answers):
             grouped.setdefault(i, {})[key] = text
         for i, got in grouped.items():
             dialogues[i].record(got)
         stats = {"step": step, "prompts": len(batch), "cached": cached, "calls": calls, "dialogues": live,
-                 "seconds": round(time.perf_counter() - t0, 3)}
+                 "seconds": round(time.perf_counter() - t0, 3), "prepare_seconds": backend_prep, **backend}
         LAST_RUN_STATS.append(stats)
-        log.info("multiturn step %d: %d generate_until call(s), %d prompts (%d from cache) from %d dialogues of %d task(s)",
-                 step, calls, len(batch), cached, live, len(tasks))
+        log.info("multiturn step %d: %d generate_until call(s), %d prompts (%d from cache) from %d dialogues of %d task(s)%s",
+                 step, calls, len(batch), cached, live, len(tasks), _backend_note(backend))
         bar.update(1)
         bar.set_postfix(prompts=len(batch), cached=cached, calls=calls)
     bar.close()

