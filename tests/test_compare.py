@@ -206,3 +206,50 @@ def test_cli_refuses_different_documents(runs, tmp_path: Path) -> None:
     proc = _cli(str(runs["first"]), str(runs["short"]), cwd=tmp_path)
     assert proc.returncode == 2
     assert "task demet: the runs are on different documents" in proc.stderr and "(100, 101, 102, 103, 104, ...)" in proc.stderr
+
+
+def test_contact_prompt_sets_and_mcnemar_on_bias_pct(tmp_path: Path) -> None:
+    """Contact: the adapter reuses contact_metrics (full-run values equal lm-eval's), resamples prompt sets, and tests
+    each bias % with McNemar on the documents valid in both runs; b/c counted from the dataset's documents."""
+    import lm_eval
+
+    from bias_harness.plugins import contact_metrics as cm
+    from bias_harness.plugins.paired import save_run
+
+    all_docs = list(cm.load_docs("contact", "mini")["test"])
+    docs = {cm.doc_to_text_gen(d): d for d in all_docs}
+
+    def biased_a(d):
+        return d["template_id"] % 2 == 1
+
+    def biased_b(d):
+        return len(d["descriptor"]) % 2 == 0
+
+    def answering(rule):
+        def answer(ctx: str) -> str:
+            d = docs[ctx]
+            if d["axis"] == "nonce":
+                return "I would rather not say."
+            return d["options"][d["biased_option"] if rule(d) else 1 - d["biased_option"]]
+
+        return answer
+
+    for name, rule in (("a", biased_a), ("b", biased_b)):
+        res = lm_eval.simple_evaluate(model=scripted_lm(answering(rule)), tasks=["contact_mini_gen"], limit=1500, log_samples=True, bootstrap_iters=0,
+                                      task_manager=bias_harness.task_manager(include_defaults=False))  # fmt: skip
+        save_run(res, tmp_path / name)
+    cmp = compare_runs(tmp_path / "a", tmp_path / "b", iters=200)
+    valid = [d for d in all_docs[:1500] if d["axis"] != "nonce"]  # --limit 1500: the first 1500 documents
+    for contact in ("none", "positive", "negative"):
+        m = cmp.find("contact_mini_gen", f"bias_pct_{contact}")
+        sub = [d for d in valid if d["contact_type"] == contact]
+        want_b = sum(biased_a(d) and not biased_b(d) for d in sub)
+        want_c = sum(biased_b(d) and not biased_a(d) for d in sub)
+        assert (m.mcnemar_b, m.mcnemar_c, m.mcnemar_n) == (want_b, want_c, len(sub)) and want_b and want_c
+        assert m.p_mcnemar == pytest.approx(scipy_stats.binomtest(want_b, want_b + want_c, 0.5).pvalue, rel=1e-12)
+        assert m.diff == pytest.approx(100 * (want_c - want_b) / len(sub))
+        assert m.unit == "prompt set" and m.consistent and m.ci_lo <= m.diff <= m.ci_hi
+    eff = cmp.find("contact_mini_gen", "effect_negative")
+    assert eff.p_mcnemar is None and eff.consistent  # a difference of two shares: bootstrap only
+    inv = cmp.find("contact_mini_gen", "invalid_rate")
+    assert inv.diff == 0.0 and inv.p_mcnemar == 1.0  # the same nonce prompts refused in both runs

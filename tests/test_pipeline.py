@@ -131,14 +131,23 @@ def test_download_checks_sha256(tmp_path, monkeypatch):
 
 
 def test_build_writes_card_and_parquet_and_loads_back(raw_dir, tmp_path):
+    from huggingface_hub import DatasetCard
+
     folder = base.build_dataset(ToyBuilder(), tmp_path / "out")
-    card = (folder / "README.md").read_text()
-    meta = yaml.safe_load(card.split("---")[1])
-    assert meta["license"] == "mit" and meta["language"] == ["en"]
-    assert [c["config_name"] for c in meta["configs"]] == ["rows", "only_a"]
+    card = DatasetCard.load(folder / "README.md")  # the Hub's own parser, on the local file
+    meta = card.data.to_dict()
+    assert meta == yaml.safe_load((folder / "README.md").read_text().split("---")[1])
+    assert (meta["license"], meta["language"], meta["task_categories"]) == ("mit", ["en"], ["text-classification"])
+    assert (meta["pretty_name"], meta["size_categories"], meta["tags"]) == ("Toy", ["n<1K"], ["bias", "fairness"])
+    assert [c["config_name"] for c in meta["configs"]] == ["rows", "only_a"] and meta["configs"][0]["default"] is True
     assert meta["configs"][0]["data_files"] == [{"split": "test", "path": "rows/test-*.parquet"}]
+    assert "## Citation" in card.text and "@misc{toy}" in card.text
+    for info in meta["dataset_info"]:  # features and row counts as the parquet files hold them
+        built = loader.load("toy", info["config_name"], data_dir=str(tmp_path / "out"))
+        assert datasets.Features._from_yaml_list(info["features"]) == built["test"].features
+        assert [(s["name"], s["num_examples"]) for s in info["splits"]] == [("test", len(built["test"]))]
+        assert info["splits"][0]["num_bytes"] > 0
     assert [(s["name"], s["num_examples"]) for s in meta["dataset_info"][1]["splits"]] == [("test", 1)]
-    assert "## Citation" in card and "@misc{toy}" in card
     info = json.loads((folder / "build_info.json").read_text())
     assert info["raw_files"]["rows"]["sha256"] == ToyBuilder.raw_files["rows"].sha256
     dd = loader.load("toy", "rows", data_dir=str(tmp_path / "out"))
@@ -214,3 +223,14 @@ def test_push_dry_run_and_hub_call(raw_dir, tmp_path, monkeypatch, caplog):
     assert seen["upload"] == ("org/toy", "dataset", ["README.md", "build_info.json", "test-00000-of-00001.parquet", "test-00000-of-00001.parquet"])
     assert "hf_secret_test_token" not in caplog.text
     assert not any("hf_secret_test_token" in p.read_text(errors="ignore") for p in folder.rglob("*") if p.is_file())
+
+
+def test_push_refuses_a_card_the_hub_cannot_parse(raw_dir, tmp_path):
+    folder = base.build_dataset(ToyBuilder(), tmp_path / "out")
+    (folder / "README.md").write_text("---\nlicense: [mit\n---\n# Toy\n")
+    with pytest.raises(ValueError, match=r"README.md: the card's YAML metadata cannot be read by huggingface_hub"):
+        publish.push_folder(folder, "org/toy", dry_run_dir=tmp_path / "upload")
+    (folder / "README.md").write_text("# Toy without metadata\n")
+    with pytest.raises(ValueError, match="the card has no YAML metadata block"):
+        publish.push_folder(folder, "org/toy", dry_run_dir=tmp_path / "upload")
+    assert not (tmp_path / "upload").exists()
