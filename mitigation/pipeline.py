@@ -121,6 +121,8 @@ def run(opts: MitigateOptions) -> MitigateResult:
         out / "eval" / "after.json", ev.model_args(model_dir, opts.model, extra_args), settings, False
     )
 
+    if before.get("breakdowns") or after.get("breakdowns"):  # contact tasks: the paper's Tables 11-14 layout
+        (out / "eval" / "breakdowns.md").write_text(ev.breakdown_markdown(before, after), encoding="utf-8")
     card = model_card.write(model_dir, model_card.CardData(
         recipe=recipe, base_model=opts.model, config=cfg.as_dict(), data_splits={s: len(d) for s, d in data.items()},
         data_options={"setting": opts.setting, "max_train_rows": opts.max_train_rows}, before=before, after=after,

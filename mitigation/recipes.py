@@ -8,9 +8,11 @@ needs a chat template, and the limitations that go into the model card.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,11 +123,55 @@ def _stop(opts: DataOptions) -> datasets.DatasetDict:
     return _sft_dict({"train": [_messages_from_row(r) for r in sft["train"]]})
 
 
+SCD_STRATA = ("scale", "scenario", "principle", "axis")  # the paper's breakdowns (Tables 11-14)
+
+
+def spread_order(keys: Sequence[tuple], seed: int = 0) -> list[int]:
+    """Indices of ``keys`` in an order whose every prefix spreads over the strata, seeded.
+
+    Round robin over the values of the first key (in a seeded order), recursively within each value over the
+    next key; members of the last stratum are shuffled. A prefix of N covers min(N, #values) values of the first
+    key, and as many of the next keys as N allows.
+    """
+    rng = random.Random(seed)
+
+    def order(idx: list[int], level: int) -> list[int]:
+        if not keys or level == len(keys[0]):
+            rng.shuffle(idx)
+            return idx
+        groups: dict[Any, list[int]] = {}
+        for i in idx:
+            groups.setdefault(keys[i][level], []).append(i)
+        values = sorted(groups, key=str)
+        rng.shuffle(values)
+        subs = [order(groups[v], level + 1) for v in values]
+        return [i for tup in itertools.zip_longest(*subs) for i in tup if i is not None]
+
+    return order(list(range(len(keys))), 0)
+
+
+def spread_contact_rows(ds: datasets.Dataset, n: int | None, seed: int = 0) -> datasets.Dataset:
+    """Contact grid rows spread over scales, scenarios, principles and axes (:func:`spread_order`), whole prompt
+    sets kept together (a set's none / positive / negative prompts stay adjacent, so contact effects can be
+    computed on a prefix); the first ``n`` rows, or all of them reordered when ``n`` is None."""
+    sets: dict[str, list[int]] = {}
+    for i, set_id in enumerate(ds["prompt_set_id"]):
+        sets.setdefault(set_id, []).append(i)
+    ids = list(sets)
+    cols = {k: ds[k] for k in SCD_STRATA}
+    keys = [tuple(cols[k][sets[s][0]] for k in SCD_STRATA) for s in ids]
+    rows = [i for u in spread_order(keys, seed) for i in sets[ids[u]]]
+    return ds.select(rows[:n] if n is not None else rows)
+
+
 def _scd(opts: DataOptions) -> datasets.DatasetDict:
-    """Seed 002: contact prompts with their unbiased answers, the training split of setting N (Table 9)."""
+    """Seed 002: contact prompts with their unbiased answers, the training split of setting N (Table 9).
+
+    ``--max-train-rows N``: N rows spread over scales, scenarios, principles and axes (seeded), not a prefix of
+    the grid (which is ordered scale first)."""
     train = _load("contact_scd", f"setting{opts.setting}", opts)["train"]
     if opts.max_train_rows is not None:  # the grid is large: cut before converting
-        train = train.select(range(min(opts.max_train_rows, len(train))))
+        train = spread_contact_rows(train, min(opts.max_train_rows, len(train)), opts.seed)
     return _sft_dict({"train": [_chat(None, p, c) for p, c in zip(train["prompt"], train["completion"], strict=True)]})
 
 
@@ -332,7 +378,9 @@ def scd_heldout_docs(scd_setting: int | str | None = None, instruction_suffix: b
     """``custom_dataset`` of the ``scd_heldout`` task (mitigation/tasks): the test split of SCD setting N.
 
     Rows are the contact grid rows of ``contact_scd/settingN`` (split ``test``) with the bare prompt restored,
-    plus ``query`` exactly as the contact tasks build it, so the contact metrics apply unchanged.
+    plus ``query`` = the training prompt (prompt + answer instruction, as ``scd_example`` builds it), so the
+    contact metrics apply unchanged. The rows are spread over scales, scenarios, principles and axes (seeded,
+    prompt sets kept together), so ``--limit N`` evaluates a spread, not the first scale of the grid.
     """
     from bias_harness.plugins import data
     from bias_harness.plugins.contact_metrics import instruction
@@ -340,6 +388,7 @@ def scd_heldout_docs(scd_setting: int | str | None = None, instruction_suffix: b
     if scd_setting in (None, ""):
         raise ValueError("scd_heldout needs --metadata '{\"scd_setting\": N}' (N = 1..8)")
     ds = data.load("contact_scd", f"setting{int(scd_setting)}", **{k: v for k, v in kwargs.items() if k in ("data_source", "data_dir", "hub_repo")})["test"]
+    ds = spread_contact_rows(ds, None, int(kwargs.get("scd_seed", 0)))
 
     def _prepare(batch: dict[str, list]) -> dict[str, list]:
         prompts = list(batch["question"])

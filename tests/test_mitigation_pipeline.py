@@ -122,41 +122,104 @@ def mini_scd_data(tmp_path: Path) -> Path:
         if seen.get(d.axis, 0) < 1:
             keep.append(d)
             seen[d.axis] = seen.get(d.axis, 0) + 1
-    rows = [contact.scd_example(r) for r in contact.generate_grid(keep, scales=("certainty", "likelihood"))]
+    rows = [contact.scd_example(r) for r in contact.generate_grid(keep)]  # all three scales
     root = tmp_path / "datasets"
-    folder = root / "contact_scd" / "setting3"
-    folder.mkdir(parents=True)
-    for split in ("train", "test"):
-        part = [r for r in rows if contact.scd_split(r, 3) == split]
-        datasets.Dataset.from_list(part).to_parquet(str(folder / f"{split}-00000-of-00001.parquet"))
-    (root / "contact_scd" / "README.md").write_text(
-        "---\nconfigs:\n- config_name: setting3\n  data_files:\n  - split: train\n    path: setting3/train-*.parquet\n"
-        "  - split: test\n    path: setting3/test-*.parquet\n---\nmini copy for tests\n"
-    )
+    card = "---\nconfigs:\n"
+    for setting in (1, 3):
+        folder = root / "contact_scd" / f"setting{setting}"
+        folder.mkdir(parents=True)
+        for split in ("train", "test"):
+            part = [r for r in rows if contact.scd_split(r, setting) == split]
+            datasets.Dataset.from_list(part).to_parquet(str(folder / f"{split}-00000-of-00001.parquet"))
+        card += (f"- config_name: setting{setting}\n  data_files:\n  - split: train\n    path: setting{setting}/train-*.parquet\n"
+                 f"  - split: test\n    path: setting{setting}/test-*.parquet\n")  # fmt: skip
+    (root / "contact_scd" / "README.md").write_text(card + "---\nmini copy for tests\n")
     return root
 
 
 def test_scd_recipe_trains_on_setting_and_evaluates_held_out(tiny_causal_lm: str, tmp_path: Path, mini_scd_data: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from bias_harness.mitigation.recipes import scd_heldout_docs
+
     out = tmp_path / "run"
     result = pipeline.run(pipeline.MitigateOptions(
-        recipe="scd", model=tiny_causal_lm, output=out, setting=3, limit=6, max_train_rows=4, data_dir=str(mini_scd_data),
+        recipe="scd", model=tiny_causal_lm, output=out, setting=3, limit=6, max_train_rows=6, data_dir=str(mini_scd_data),
         overrides={**SFT_SMALL, "max_steps": 1},
     ))  # fmt: skip
     _assert_card_matches_run(out)
     assert result.before["settings"]["tasks"] == ["scd_heldout"]
     assert result.before["settings"]["metadata"]["scd_setting"] == 3
     assert result.before["n_samples"]["scd_heldout"]["effective"] == 6
-    from bias_harness.mitigation.recipes import scd_heldout_docs
 
     # setting 3 trains on certainty prompts (paired with the unbiased option) and holds out the other scales
-    source = datasets.load_dataset(str(mini_scd_data / "contact_scd"), "setting3")["train"]
+    source = datasets.load_dataset(str(mini_scd_data / "contact_scd"), "setting3")
     train = datasets.load_dataset(str(out / "data"))["train"]
-    assert set(source["scale"]) == {"certainty"}
-    assert [m[0]["content"] for m in train["messages"]] == source["prompt"][:4]
-    assert [m[1]["content"] for m in train["messages"]] == source["completion"][:4]
+    assert set(source["train"]["scale"]) == {"certainty"}
+    answer = dict(zip(source["train"]["prompt"], source["train"]["completion"], strict=True))
+    assert len(train) == 6 and all(answer[m[0]["content"]] == m[1]["content"] for m in train["messages"])
 
     docs = scd_heldout_docs(scd_setting=3, data_dir=str(mini_scd_data))["test"]
-    assert set(docs["scale"]) == {"likelihood"} and all(q.startswith(p) for q, p in zip(docs["query"], docs["prompt"]))
+    assert set(docs["scale"]) == {"likelihood", "frequency"}
+    assert set(docs[:6]["scale"]) == {"likelihood", "frequency"}  # --limit 6: two prompt sets, one per scale
+
+    # the evaluation prompt is the training prompt: the chat-formatted user turn of the SCD example, nothing added
+    tok = AutoTokenizer.from_pretrained(tiny_causal_lm)
+    test_prompt = dict(zip(source["test"]["id"], source["test"]["prompt"], strict=True))
+    (samples_file,) = (out / "eval" / "before").glob("samples_scd_heldout_*.jsonl")
+    samples = [json.loads(line) for line in samples_file.read_text().splitlines()]
+    assert len(samples) == 6
+    for smp in samples:
+        doc = smp["doc"]
+        assert doc["query"] == test_prompt[doc["id"]]
+        chat = tok.apply_chat_template([{"role": "user", "content": doc["query"]}], tokenize=False, add_generation_prompt=True)
+        assert smp["arguments"] == [[chat, option] for option in doc["options"]]  # the assistant turn as trained
+
+    # per-scale table from the logged samples == the biased share recomputed from the raw log-likelihoods
+    for side in (result.before, result.after):
+        assert set(side["breakdowns"]["scd_heldout"]) == {"scale", "scenario", "principle", "axis"}
+    by_scale = result.before["breakdowns"]["scd_heldout"]["scale"]
+    for scale in ("likelihood", "frequency"):
+        none = [smp for smp in samples if smp["doc"]["scale"] == scale and smp["doc"]["contact_type"] == "none"]
+        picked = [max(range(2), key=lambda i: float(smp["resps"][i][0][0])) for smp in none]
+        biased = [p == smp["doc"]["biased_option"] for p, smp in zip(picked, none, strict=True)]
+        assert by_scale[scale]["n"] == 3 and by_scale[scale]["bias_pct_none"] == pytest.approx(100.0 * sum(biased) / len(biased))
+    assert "| likelihood | 3 |" in (out / "eval" / "breakdowns.md").read_text()
+
+    from bias_harness.report import load_run
+    from bias_harness.report.contact import render
+
+    (tmp_path / "report").mkdir()
+    assert "By scale" in render(load_run(out / "eval" / "after"), tmp_path / "report")  # `bias-harness report` reads it
+
+
+def test_scd_small_budgets_spread_over_scales_scenarios_principles_axes(mini_scd_data: Path) -> None:
+    """--max-train-rows / --limit take whole prompt sets spread over the strata (seeded), not a scale-first prefix."""
+    from bias_harness.mitigation.recipes import DataOptions, build_training_data, get_recipe, scd_heldout_docs
+
+    source = datasets.load_dataset(str(mini_scd_data / "contact_scd"), "setting1")
+    strata = ("scale", "scenario", "principle", "axis")
+    info = {r["prompt"]: r for r in source["train"].select_columns(["prompt", "prompt_set_id", "contact_type", *strata])}
+    assert source["train"][:3]["scale"] == ["certainty"] * 3  # the grid is ordered scale first
+
+    def picked(n: int, seed: int = 0) -> list[dict]:
+        data = build_training_data(get_recipe("scd"), DataOptions(setting=1, max_train_rows=n, seed=seed, data_dir=str(mini_scd_data)))
+        return [info[m[0]["content"]] for m in data["train"]["messages"]]
+
+    rows = picked(9)
+    assert {r["scale"] for r in rows} == {"certainty", "likelihood", "frequency"}  # 3 prompt sets, one per scale
+    for i in range(0, 9, 3):  # whole prompt sets: none / positive / negative of one base prompt
+        assert {r["prompt_set_id"] for r in rows[i:i + 3]} == {rows[i]["prompt_set_id"]}
+        assert sorted(r["contact_type"] for r in rows[i:i + 3]) == ["negative", "none", "positive"]
+    scenarios = set(source["train"]["scenario"])
+    wide = picked(3 * 3 * len(scenarios))  # len(scenarios) prompt sets per scale: every scenario within every scale
+    for scale in ("certainty", "likelihood", "frequency"):
+        assert {r["scenario"] for r in wide if r["scale"] == scale} == scenarios
+    assert len({r["principle"] for r in wide}) > 1 and len({r["axis"] for r in wide}) > 1
+    assert picked(9) == rows and picked(9, seed=1) != rows  # seeded
+    docs = scd_heldout_docs(scd_setting=1, data_dir=str(mini_scd_data))["test"]
+    assert set(docs[:9]["scale"]) == {"certainty", "likelihood", "frequency"}
+    assert len(docs) == len(source["test"])  # reordered, nothing dropped
 
 
 # ------------------------------------------------------------------------------------------- refine_lm
