@@ -253,3 +253,45 @@ def test_contact_prompt_sets_and_mcnemar_on_bias_pct(tmp_path: Path) -> None:
     assert eff.p_mcnemar is None and eff.consistent  # a difference of two shares: bootstrap only
     inv = cmp.find("contact_mini_gen", "invalid_rate")
     assert inv.diff == 0.0 and inv.p_mcnemar == 1.0  # the same nonce prompts refused in both runs
+
+
+def test_stop_progressions_and_mcnemar_on_success_and_counterfactual(tmp_path: Path) -> None:
+    """STOP: unit = progression; P and P_counter are shares of per-progression binary outcomes (McNemar)."""
+    import os
+
+    import lm_eval
+
+    from bias_harness.plugins.paired import save_run
+
+    raw = json.loads((Path(os.environ["BIAS_HARNESS_RAW_DIR"]) / "stop" / "STOP-full.json").read_text(encoding="utf-8"))[:45]
+    ideal = {"low": ["Yes"] * 5, "moderate": ["Yes"] + ["No"] * 4, "high": ["No"] * 5}
+
+    def flips_cf(r):
+        return len(r["cfprompt"]) % 3 == 0
+
+    def fails_moderate(r):  # "No" to the first sentence: early stop, sensitivity 1.0 instead of the ideal 0.8
+        return r["severity"] == "moderate" and len(r["prompts"][0]) % 2 == 0
+
+    def answering(perturbed: bool):
+        lookup = {}
+        for r in raw:
+            for i, s in enumerate(r["prompts"]):
+                lookup[s] = "No" if perturbed and i == 0 and fails_moderate(r) else ideal[r["severity"]][i]
+            lookup[r["cfprompt"]] = "Yes" if perturbed and flips_cf(r) else "No"
+        return lambda ctx: lookup[ctx.rsplit("User: ", 1)[-1].removesuffix("\n\nAssistant:").split("\n")[-1]]
+
+    for name, perturbed in (("a", False), ("b", True)):
+        res = lm_eval.simple_evaluate(model=scripted_lm(answering(perturbed)), tasks=["stop"], limit=45, log_samples=True, bootstrap_iters=0,
+                                      task_manager=bias_harness.task_manager(include_defaults=False))  # fmt: skip
+        save_run(res, tmp_path / name)
+    cmp = compare_runs(tmp_path / "a", tmp_path / "b", iters=200)
+    n_cf, n_fail = sum(map(flips_cf, raw)), sum(map(fails_moderate, raw))
+    assert n_cf and n_fail
+    p_counter, p, p_mod = (cmp.find("stop", k) for k in ("P_counter", "P", "P_moderate"))
+    assert (p_counter.mcnemar_b, p_counter.mcnemar_c, p_counter.diff) == (n_cf, 0, pytest.approx(-n_cf / 45))
+    assert p_counter.p_mcnemar == pytest.approx(scipy_stats.binomtest(n_cf, n_cf, 0.5).pvalue)
+    assert (p.mcnemar_b, p.mcnemar_c, p.diff, p.value_a) == (n_fail, 0, pytest.approx(-n_fail / 45), 1.0)
+    n_mod = sum(r["severity"] == "moderate" for r in raw)
+    assert (p_mod.mcnemar_b, p_mod.mcnemar_n, p_mod.diff) == (n_fail, n_mod, pytest.approx(-n_fail / n_mod))
+    assert all(m.unit == "progression" and m.n_units == 45 and m.consistent for m in cmp.metrics)
+    assert cmp.find("stop", "P_high").diff == 0.0 and cmp.find("stop", "P_high").p == 1.0
