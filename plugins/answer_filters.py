@@ -22,12 +22,14 @@ anywhere.
    followed by punctuation or the end, so "Emma and Noah are married" is not an answer). Its *verdict clause* runs
    to the first clause end (punctuation, a dash, or because/since/while/although/though/but/however/as; the
    numbering after a digit and the name after it belong to the clause). Invalid when that clause hedges or names
-   both options ("2) Noah and Emma are both right", "1 or 2": ``hedged_verdict``), when a later line starts with
+   both options ("2) Noah and Emma are both right", "1 or 2", "1) Onyx and Charlie": ``hedged_verdict``), when a later line starts with
    another option's digit ("1. Emma\n2. Noah" echoes the option list: ``echo``), or when a leading digit is followed
    on its line by another option's text and not its own ("1. Noah" when option 1 is Emma: ``contradicted_digit``).
 2. A cue phrase with no hedge before it: "the answer is X", "Response: X", "X is right/correct", "I (would)
    choose/select/pick X", "X should (win|be chosen)" -> X (``cue``); cues naming different options -> invalid
-   (``conflicting_cues``).
+   (``conflicting_cues``). Its verdict clause is checked as in rule 1 ("I would select 1 or 2", "The correct answer
+   is 1) Sofia or Tatum": ``hedged_verdict``; "The correct answer is 1) Noah" when Noah is option 2:
+   ``contradicted_digit``).
    After a verdict of rule 1 or 2, the rest of the text may hedge, but it may not retract ("both are right",
    "neither is right", "X is also right", "no right answer": ``retracted``) or name another option in a cue
    (``contradicted``).
@@ -77,7 +79,7 @@ def _patterns(multi_word: tuple[str, ...]) -> _Patterns:
     flags = re.IGNORECASE
     return _Patterns(
         leading=re.compile(rf"(?:(?:the\s+)?(?:final\s+)?(?:answer|response|option|choice)\s*(?:is)?\s*[:\-]?\s*)?\(?({tok})(?!\w)(?![.,:]\d)", flags),
-        either_or=re.compile(rf"\b({tok})\s*\)?\s+or\s+\(?({tok})\b", flags),
+        either_or=re.compile(rf"\b({tok})\s*\)?(?:\s+(?:or|and)\s+|\s*[&/]\s*)\(?(?:\d[.)]\s*)?({tok})\b", flags),
         cues=tuple(
             re.compile(c, flags)
             for c in (
@@ -146,11 +148,15 @@ def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, ex
     def which(token: str) -> int | None:
         return lookup.get(" ".join(token.split()).lower())
 
-    def names_both(t: str) -> bool:
-        return any(which(e.group(1)) is not None and which(e.group(2)) is not None for e in pat.either_or.finditer(t))
+    def names_both(t: str, only_or: bool = False) -> bool:
+        """"1 or 2", "Emma and Noah", "1/2" (``only_or``: the "X or Y" form only, as the earlier parser checked)."""
+        return any(
+            which(e.group(1)) is not None and which(e.group(2)) is not None and (not only_or or re.search(r"\sor\s", e.group(0)))
+            for e in pat.either_or.finditer(t)
+        )
 
     # (start, end, option) of every cue; a negated one ("I don't agree with Noah", "would never pick Noah") is none
-    hits = [(hit.start(), hit.end(), i) for cue in pat.cues for hit in cue.finditer(text) for i in [which(hit.group(1))] if i is not None]
+    hits = [(h.start(), h.end(), i, h.group(1)) for cue in pat.cues for h in cue.finditer(text) for i in [which(h.group(1))] if i is not None]
     negated = [h for h in hits if _NEGATED.search(text[max(0, h[0] - 12) : h[0]])]
     cue_hits = sorted(h for h in hits if h not in negated)
 
@@ -161,43 +167,47 @@ def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, ex
         rest = text[verdict_end:]
         if _RETRACTS.search(rest):
             return Parse(None, "retracted")
-        if any(i != idx for start, _, i in cue_hits if start >= verdict_end):
+        if any(h[2] != idx for h in cue_hits if h[0] >= verdict_end):
             return Parse(None, "contradicted")
         return Parse(idx, "verdict_first" if hedged_before else rule)
 
     first_line = text.split("\n", 1)[0]
 
+    def judge(tok: str, idx: int, start: int, pos: int, hedged_before: bool, rule: str) -> Parse:
+        """Option ``tok`` (``idx``) named as a verdict in ``text[start:pos]``: check its verdict clause (up to the first
+        clause end; a digit's numbering and the name after it belong to it), then what follows (:func:`settle`)."""
+        after_tok = pos
+        if tok.isdigit() and (e := _ENUM_PUNCT.match(text, pos)):
+            pos = e.end()
+        end = _CLAUSE_END.search(text, pos)
+        clause_end = end.start() if end else len(text)
+        if hedges(text[:clause_end]) or names_both(text[start:clause_end]) or _OR_NEXT.match(text, clause_end):
+            return Parse(None, "hedged_verdict")
+        if tok.isdigit():
+            # "1. Emma\n2. Noah": the option list echoed back, not an answer
+            others = "|".join(str(i) for i in range(1, len(opts) + 1) if i - 1 != idx)
+            if others and re.search(rf"^\W*(?:{others})[.)]", text[after_tok:], re.MULTILINE):
+                return Parse(None, "echo")
+            # "1. Noah" when option 1 is Emma: the digit and the name on its line disagree (seen on SmolLM2)
+            rest = " ".join(text[after_tok:].split("\n", 1)[0].split()).lower()
+            named = {i for i, o in enumerate(opts) if o and re.search(rf"(?<!\w){re.escape(o)}(?!\w)", rest)}
+            if named and idx not in named:
+                return Parse(None, "contradicted_digit")
+        return settle(idx, clause_end, hedged_before, rule)
+
     # 1. leading answer
     m = pat.leading.match(text)
     idx = which(m.group(1)) if m else None
     if m and idx is not None and (m.group(1).isdigit() or _STANDALONE.match(text, m.end())):
-        # the verdict clause: the option (after a digit, its numbering and name) up to the first clause end
-        pos = m.end()
-        if m.group(1).isdigit() and (e := _ENUM_PUNCT.match(text, pos)):
-            pos = e.end()
-        end = _CLAUSE_END.search(text, pos)
-        clause_end = end.start() if end else len(text)
-        clause = text[:clause_end]
-        if hedges(clause) or names_both(first_line[: len(clause)]) or _OR_NEXT.match(text, clause_end):
-            return Parse(None, "hedged_verdict")
-        # "1. Emma\n2. Noah": the option list echoed back, not an answer
-        others = "|".join(str(i) for i in range(1, len(opts) + 1) if i - 1 != idx)
-        if digits and m.group(1).isdigit() and others and re.search(rf"^\W*(?:{others})[.)]", text[m.end() :], re.MULTILINE):
-            return Parse(None, "echo")
-        # "1. Noah" when option 1 is Emma: the digit and the name on its line disagree (seen on SmolLM2)
-        rest = " ".join(text[m.end() :].split("\n", 1)[0].split()).lower()
-        named = {i for i, o in enumerate(opts) if o and re.search(rf"(?<!\w){re.escape(o)}(?!\w)", rest)}
-        if m.group(1).isdigit() and named and idx not in named:
-            return Parse(None, "contradicted_digit")
-        return settle(idx, clause_end, hedges(first_line) or names_both(first_line), "leading")
+        return judge(m.group(1), idx, 0, m.end(), hedges(first_line) or names_both(first_line, only_or=True), "leading")
 
     # 2. a cue phrase ("Noah is right", "the answer is 2", "I would choose Noah") before any hedge
     if cue_hits:
-        start, end, idx = cue_hits[0]
+        start, end, idx, tok = cue_hits[0]
         if not hedges(text[:end]):  # "I cannot choose Noah": the cue itself hedges
-            if len({i for _, _, i in cue_hits}) > 1:
+            if len({h[2] for h in cue_hits}) > 1:
                 return Parse(None, "conflicting_cues")
-            return settle(idx, end, hedges(text), "cue")
+            return judge(tok, idx, start, end, hedges(text), "cue")
 
     # 3. hedges and refusals
     if hedges(text):

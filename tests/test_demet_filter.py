@@ -72,6 +72,10 @@ def test_parse_choice_returns_index_and_validates_config():
         ("1. Emma\nActually, Noah is right.", None, "contradicted"), ("Emma is right. No, Noah is correct.", None, "conflicting_cues"),
         ("I cannot choose Noah or Emma.", None, "hedge"), ("I don't agree with Noah.", None, "negated"),
         ("I would never pick Emma; Noah is right.", 1, "cue"),
+        # seen on SmolLM2 (demet_reask): both named right after the cue or the digit, or the digit contradicted
+        ("You are correct, I would select 1 or 2.", None, "hedged_verdict"), ("The correct answer is 1) Emma or Noah.", None, "hedged_verdict"),
+        ("1) Emma and Noah", None, "hedged_verdict"), ("The correct answer is 1) Noah.", None, "contradicted_digit"),
+        ("I can suggest a possible answer: 2.", 1, "cue"), ("You are correct, I would choose 1.", 0, "cue"),
         ("1. Emma\n2. Noah", None, "echo"), ("1. Noah", None, "contradicted_digit"), ("", None, "empty"), ("3", None, "no_answer"),
     ],
 )  # fmt: skip
