@@ -89,7 +89,7 @@ def _subset_mcnemar(choices: list[tuple[dict[str, Any], str]], pair: str, key: s
 
 def _raw_answers(run: Run, task: str) -> list[tuple[str, str]]:
     """(rule, origin) per generated answer: the parser rule that decided it (plugins/answer_filters.py), re-applied to
-    the logged text; origin = "" or the re-ask attempt's wording. Empty for log-likelihood tasks."""
+    the logged text (demet_reask: as logged per attempt); origin = "" or the re-ask attempt. Empty for log-likelihood tasks."""
     from bias_harness.plugins.answer_filters import parse_choice_rule
 
     out = []
@@ -250,9 +250,9 @@ def _render_parsing(run: Run, task: str) -> list[str]:
             lines.append(f"| {o} | {len(rules)} | {ok} | {fmt(ok / len(rules))} | {total} ({fmt(total / n_docs)}) |")
         lines.append("")
     counts = Counter(r for r, _ in answers)
-    lines += ["Answers per parser rule (`plugins/answer_filters.py`, re-applied to the logged text; all attempts "
-              "for `demet_reask`). `verdict_first`: a verdict followed by hedging, invalid under the earlier "
-              "any-hedge rule.", "", "| rule | answers | reads as |", "|---|---|---|"]  # fmt: skip
+    lines += ["Answers per parser rule (`plugins/answer_filters.py`, re-applied to the logged text; for `demet_reask` "
+              "the rules its dialogue logged for every attempt, which decided the re-asking). `verdict_first`: a verdict "
+              "followed by hedging, invalid under the earlier any-hedge rule.", "", "| rule | answers | reads as |", "|---|---|---|"]  # fmt: skip
     lines += [f"| {r} | {n} | {'valid' if r in VALID_RULES else 'invalid'} |" for r, n in counts.most_common()]
     return lines + [""]
 
