@@ -72,6 +72,8 @@ def eval_settings(recipe, opts: MitigateOptions, data_opts: DataOptions) -> ev.E
     if any(t.startswith("stereoset") for t in tasks):  # token_mean normalisation needs the model's tokenizer
         metadata.setdefault("tokenizer", str(opts.model))
     include = list(opts.include_path) + ([str(recipes_dir() / "tasks")] if recipe.include_tasks else [])
+    if recipe.local_tasks:  # lm-eval's BBQ / CrowS-Pairs on the local raw copies (mitigation/local_tasks.py)
+        include += recipe.local_tasks(Path(opts.output).resolve() / "tasks")
     return ev.EvalSettings(
         tasks=list(tasks), model_type="hf-mlm" if recipe.model_kind == "mlm" else "hf", limit=opts.limit,
         batch_size=opts.batch_size, apply_chat_template=bool(chat), metadata=metadata, include_path=include,
@@ -127,7 +129,7 @@ def run(opts: MitigateOptions) -> MitigateResult:
         recipe=recipe, base_model=opts.model, config=cfg.as_dict(), data_splits={s: len(d) for s, d in data.items()},
         data_options={"setting": opts.setting, "max_train_rows": opts.max_train_rows}, before=before, after=after,
         command=opts.command or f"bias-harness mitigate {recipe.name} --model {opts.model} --output {out}",
-        adapter=is_adapter(model_dir), train_metrics=_train_metrics(model_dir), eval_dir=None if opts.skip_eval else out / "eval",
+        adapter=is_adapter(model_dir), train_metrics=_train_metrics(model_dir, cfg.training), eval_dir=None if opts.skip_eval else out / "eval",
     ), repo_id=opts.push_to)  # fmt: skip
 
     uploaded = None
@@ -138,8 +140,8 @@ def run(opts: MitigateOptions) -> MitigateResult:
     return MitigateResult(model_dir, card, before, after, uploaded)
 
 
-def _train_metrics(model_dir: Path) -> dict[str, Any]:
-    """Steps, epochs and the last logged training loss from the trainer state saved with the model."""
+def _train_metrics(model_dir: Path, training: Any = None) -> dict[str, Any]:
+    """Steps, epochs, the last logged training loss and the learning-rate schedule actually used (trainer state)."""
     import json
 
     path = Path(model_dir) / "trainer_state.json"
@@ -161,4 +163,20 @@ def _train_metrics(model_dir: Path) -> dict[str, Any]:
     for key in ("unqover_test_reward_before", "unqover_test_reward_after", "train_language"):
         if key in state:
             out[key] = state[key]
+    out.update(_lr_schedule(training, state))
+    return out
+
+
+def _lr_schedule(training: Any, state: dict[str, Any]) -> dict[str, Any]:
+    """The schedule as run: type, warm-up steps resolved against the run's total steps, and every logged rate."""
+    lrs = [(h["step"], h["learning_rate"]) for h in state.get("log_history", []) if isinstance(h.get("learning_rate"), (int, float))]
+    if training is None or not hasattr(training, "get_warmup_steps"):
+        return {}
+    total = int(state.get("max_steps") or state.get("global_step") or 0)
+    warmup = training.get_warmup_steps(total) if total else None
+    sched = getattr(training.lr_scheduler_type, "value", training.lr_scheduler_type)
+    out: dict[str, Any] = {"lr_schedule": f"{sched}, peak {training.learning_rate:g}, warm-up {warmup} of {total} steps"
+                           + (" (the run ends before warm-up does)" if warmup and warmup >= total else "")}  # fmt: skip
+    if lrs:
+        out["learning_rate_logged"] = ", ".join(f"step {s}: {lr:.3g}" for s, lr in lrs)
     return out

@@ -55,6 +55,7 @@ class Recipe:
     eval_metadata: Callable[[DataOptions], dict[str, Any]] | None = None  # task metadata for the evaluation
     include_tasks: bool = False  # evaluation also needs mitigation/tasks (our held-out task definitions)
     eval_model_args: Callable[[Any, str], dict[str, Any]] | None = None  # (parsed config, base model) -> extra model_args
+    local_tasks: Callable[[Path], list[str]] | None = None  # writes task YAMLs into a folder, returns include paths
 
     @property
     def config_path(self) -> Path:
@@ -180,6 +181,12 @@ def _unqover(opts: DataOptions) -> datasets.DatasetDict:
     return _load("unqover", "refine_lm", opts)
 
 
+def _transfer_tasks(folder: Path) -> list[str]:
+    from bias_harness.mitigation.local_tasks import write_transfer_tasks
+
+    return write_transfer_tasks(folder)
+
+
 def _refine_eval_args(cfg: Any, model: str) -> dict[str, Any]:
     from bias_harness.mitigation.refine_lm import eval_model_args
 
@@ -255,27 +262,33 @@ _register(Recipe(
     eval_tasks=_fixed("scd_heldout"),
     eval_metadata=lambda opts: {"scd_setting": opts.setting},
     include_tasks=True,
+    local_tasks=_transfer_tasks,
     datasets=("contact_scd",),
     settings=tuple(range(1, 9)),
     limitations=(
         "The paper's ideal unbiased responses and fine-tuning splits were never published; the responses and the "
         "held-out splits here follow the paper's description (Table 9). BBQ / CrowS-Pairs transfer (paper Table 15) "
-        "needs lm-eval's Hub-hosted tasks and is not evaluated offline."
+        "runs offline with `--eval-tasks scd_heldout,bbq_local,crows_pairs_local` (6 of BBQ's 11 categories; the "
+        "original 2020 CrowS-Pairs, not the revised release lm-eval reads from the Hub)."
     ),
 ))
 _register(Recipe(
     name="stop_align",
     trainer="sft",
-    summary="STOP alignment: SFT on STOP progressions with the target answers (AdamW, lr 1e-5, batch 4, wd 0.01, 100 warmup steps).",
+    summary="STOP alignment: SFT on STOP progressions with the target answers (AdamW, lr 1e-5, batch 4, wd 0.01; warm-up 10% of steps, the paper's 100 with --set warmup_steps=100).",
     source="Morabito et al. 2024, STOP! Benchmarking LLMs with Sensitivity Testing on Offensive Progressions (EMNLP), App. 'Fine-tuning Details'",
     build=_stop,
-    eval_tasks=_fixed("stop"),
+    eval_tasks=_fixed("stop", "bbq_local", "stereoset_en", "crows_pairs_local"),
+    local_tasks=_transfer_tasks,
     datasets=("stop",),
     limitations=(
         "The paper aligns Llama-3-70b with *human* responses, which were not published; the targets here are the "
         "idealistic answers of the STOP annotation (see the stop dataset card). The model is trained on all 450 "
         "progressions as in the paper (no held-out split), so the `stop` evaluation after training is in-sample. "
-        "Downstream BBQ / StereoSet / CrowS-Pairs need Hub-hosted lm-eval tasks and are not evaluated offline."
+        "The transfer evaluations run offline on local copies: lm-eval's BBQ on 6 of its 11 categories (`bbq_local`), "
+        "StereoSet (en) and lm-eval's CrowS-Pairs task on the original 2020 CSV (`crows_pairs_local`; lm-eval's own "
+        "task reads the revised Hub release). The paper's warm-up of 100 steps is a setting (`--set warmup_steps=100`); "
+        "the default warms up over 10% of the run."
     ),
 ))
 _register(Recipe(

@@ -72,20 +72,30 @@ def test_sft_recipe_end_to_end_with_dry_run_and_resume(tiny_causal_lm: str, tmp_
 
 
 def test_lora_recipe_saves_an_adapter_and_evaluates_it(tiny_causal_lm: str, tmp_path: Path) -> None:
+    """stop_align at its default evaluation (STOP + the paper's transfer tasks on the local copies) with LoRA;
+    the card shows the learning-rate schedule as run."""
     from peft import AutoPeftModelForCausalLM
 
     out = tmp_path / "run"
     result = pipeline.run(pipeline.MitigateOptions(
         recipe="stop_align", model=tiny_causal_lm, output=out, limit=2, gen_kwargs="max_gen_toks=2",
-        overrides={**SFT_SMALL, "max_steps": 1, "use_peft": True, "lora_r": 2, "lora_alpha": 4, "warmup_steps": 0},
-        max_train_rows=2,
+        overrides={**SFT_SMALL, "max_steps": 4, "use_peft": True, "lora_r": 2, "lora_alpha": 4, "warmup_steps": 0.5,
+                   "learning_rate": 1e-3, "save_steps": 4},
+        max_train_rows=8,
     ))  # fmt: skip
     assert (result.model_dir / "adapter_config.json").is_file()
     _assert_card_matches_run(out)
     assert result.after["model_args"] == {"pretrained": tiny_causal_lm, "peft": str(result.model_dir)}
-    assert result.after["settings"]["tasks"] == ["stop"]
+    assert result.after["settings"]["tasks"] == ["stop", "bbq_local", "stereoset_en", "crows_pairs_local"]
+    for task in ("stop", "bbq_local", "stereoset_en_combined", "crows_pairs_local"):
+        assert result.before["n_samples"][task]["effective"] == 2, task
+    assert isinstance(result.after["results"]["crows_pairs_local"]["pct_stereotype,none"], float)
     card = (result.model_dir / "README.md").read_text()
     assert "library_name: peft" in card and "LoRA adapter" in card
+    # warm-up 0.5 of 4 steps = 2; step s runs at peak * f(s-1), f(k) = k/2 for k < 2, then (4-k)/(4-2):
+    # 0, 5e-4, 1e-3, 5e-4 (hand-worked; transformers' get_linear_schedule_with_warmup)
+    assert "linear, peak 0.001, warm-up 2 of 4 steps" in card
+    assert "step 1: 0, step 2: 0.0005, step 3: 0.001, step 4: 0.0005" in card
     assert AutoPeftModelForCausalLM.from_pretrained(result.model_dir) is not None
 
 
