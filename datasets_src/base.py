@@ -21,12 +21,15 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import datasets
 
 from bias_harness import __version__, settings
 from bias_harness.datasets_src.raw import RawFile, fetch, sha256_of
+
+if TYPE_CHECKING:
+    from huggingface_hub import DatasetCardData
 
 log = logging.getLogger(__name__)
 
@@ -74,28 +77,31 @@ def _size_category(n: int) -> str:
     return "1M<n<10M"
 
 
-def render_card(builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict]) -> str:
-    """The dataset card: Hub YAML metadata (license, language, configs, features, sizes) + prose sections."""
-    import yaml
+def card_data(builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict]) -> DatasetCardData:
+    """The Hub metadata of the dataset card as :class:`huggingface_hub.DatasetCardData`: license, language, task
+    categories, tags, size category, one ``configs`` entry per config (parquet ``data_files`` per split, the first or
+    ``default_config`` marked default) and ``dataset_info`` (features, bytes and rows per split)."""
+    from huggingface_hub import DatasetCardData
 
     card = builder.card
     total = sum(len(ds) for dd in configs.values() for ds in dd.values())
-    meta = {
-        "pretty_name": card.pretty_name,
-        "license": card.license,
-        "language": card.language,
-        "task_categories": card.task_categories,
-        "tags": card.tags,
-        "size_categories": [_size_category(total)],
-        "configs": [
+    default = builder.default_config or next(iter(configs))
+    return DatasetCardData(
+        pretty_name=card.pretty_name,
+        license=card.license,
+        language=card.language,
+        task_categories=card.task_categories,
+        size_categories=[_size_category(total)],
+        tags=card.tags,
+        configs=[
             {
                 "config_name": cfg,
-                **({"default": True} if cfg == (builder.default_config or next(iter(configs))) else {}),
+                **({"default": True} if cfg == default else {}),
                 "data_files": [{"split": split, "path": f"{cfg}/{split}-*.parquet"} for split in dd],
             }
             for cfg, dd in configs.items()
         ],
-        "dataset_info": [
+        dataset_info=[
             {
                 "config_name": cfg,
                 "features": next(iter(dd.values())).features._to_yaml_list(),
@@ -103,7 +109,14 @@ def render_card(builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict
             }
             for cfg, dd in configs.items()
         ],
-    }
+    )
+
+
+def render_card(builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict]) -> str:
+    """The dataset card (:class:`huggingface_hub.DatasetCard`): the Hub metadata of :func:`card_data` + prose sections."""
+    from huggingface_hub import DatasetCard
+
+    card = builder.card
     rows = "\n".join(
         f"| `{cfg}` | {', '.join(f'{s} ({len(ds):,})' for s, ds in dd.items())} | {card.config_notes.get(cfg, '')} |"
         for cfg, dd in configs.items()
@@ -158,7 +171,8 @@ Built by [bias-harness]({PROJECT_URL}) `bias-harness data build {builder.name}`
 {card.citation.strip()}
 ```
 """
-    return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n" + body
+    # parsed back by huggingface_hub: what is written is what the Hub reads
+    return str(DatasetCard(f"---\n{card_data(builder, configs).to_yaml()}\n---\n\n{body}"))
 
 
 def _type_name(feature) -> str:

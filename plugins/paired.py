@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from itertools import chain
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -120,27 +121,33 @@ def paired_bootstrap(
     if n != len(units_b):
         raise ValueError(f"{n} units in run A, {len(units_b)} in run B")
 
-    def pool(units: Sequence[dict[str, list[Any]]], idx: Sequence[int]) -> dict[str, list[Any]]:
-        out: dict[str, list[Any]] = {}
+    keys = sorted({k for u in (*units_a, *units_b) for k in u})
+    by_key_a = {k: [u.get(k, []) for u in units_a] for k in keys}  # key -> per unit -> items
+    by_key_b = {k: [u.get(k, []) for u in units_b] for k in keys}
+
+    def pool(by_key: dict[str, list[list[Any]]], idx: Sequence[int]) -> dict[str, list[Any]]:
+        if relabel is None:
+            return {k: list(chain.from_iterable(map(per_unit.__getitem__, idx))) for k, per_unit in by_key.items()}
         seen: Counter = Counter()
+        copies = []
         for i in idx:
-            copy = seen[i]
+            copies.append(seen[i])
             seen[i] += 1
-            for key, items in units[i].items():
-                dest = out.setdefault(key, [])
-                if copy and relabel is not None:
-                    dest.extend(relabel(it, f"#{copy}") for it in items)
-                else:
-                    dest.extend(items)
+        out: dict[str, list[Any]] = {}
+        for k, per_unit in by_key.items():
+            dest = out[k] = []
+            for i, copy in zip(idx, copies):
+                dest.extend((relabel(it, f"#{copy}") for it in per_unit[i]) if copy else per_unit[i])
         return out
 
     full = range(n)
-    va, vb = values(pool(units_a, full)), values(pool(units_b, full))
+    va, vb = values(pool(by_key_a, full)), values(pool(by_key_b, full))
     deltas: dict[str, list[float]] = {k: [] for k in va}
     rng = np.random.default_rng(seed)
     for _ in range(iters if n else 0):
         idx = rng.integers(0, n, size=n)
-        ra, rb = values(pool(units_a, idx)), values(pool(units_b, idx))
+        idx = idx.tolist()
+        ra, rb = values(pool(by_key_a, idx)), values(pool(by_key_b, idx))
         for k in deltas:
             d = rb[k] - ra[k]
             if not math.isnan(d):

@@ -61,7 +61,8 @@ def _demet() -> Adapter:
         detect=lambda keys: "mixed_gender_bias" in keys,
         headline=headline,
         values=values,
-        units=(Unit("matched name pair", lambda rec: rec["doc"]["pair_key"], lambda it, tag: _replace(it, 2, tag)),),
+        # the aggregations pool answers by (pair, role), not by pair_key: a pair drawn twice simply counts twice
+        units=(Unit("matched name pair", lambda rec: rec["doc"]["pair_key"]),),
         outcome=lambda metric, item: _binary(item) if metric == "invalid_rate" else None,
     )
 
@@ -126,7 +127,7 @@ def _multiagent() -> Adapter:
         detect=lambda keys: any(k.endswith("_bias_score") for k in keys) and "invalid_rate" in keys,
         headline=headline,
         values=values,
-        units=(Unit("scenario", lambda rec: str(rec["doc"]["id"]), lambda it, tag: _replace(it, 0, tag)),),
+        units=(Unit("scenario", lambda rec: str(rec["doc"]["id"])),),  # the aggregations pool by run, not by scenario
     )
 
 
