@@ -32,6 +32,9 @@ def test_report_tables_plot_and_pooled_scores(tmp_path):
     assert "| *ideal LM* | 100.0 | 50.0 | 100.0 | – |" in text and "| *random LM* | 50.0 | 50.0 | 50.0 |" in text
     assert "| stereoset_en_combined | 50.0 / 50.0 / 50.0 | 75.0 / 50.0 / 75.0 |" in text  # intra | inter split
     assert (tmp_path / "report" / "stereoset_scores.png").stat().st_size > 1000
+    # StereoSet's released GPT-2 small, rescored (the authors' published predictions.txt: 83.65 / 57.03 / 71.89 ...)
+    assert "| gpt2 (released) | 83.7 / 57.0 / 71.9 | 91.1 / 61.9 / 69.4 | 76.3 / 52.3 / 72.8 |" in text
+    assert "stereoset_en_combined, this run) | 62.5 / 50.0 / 62.5 | 50.0 / 50.0 / 50.0 | 75.0 / 50.0 / 75.0 |" in text
     # the comparison figure: lms / ss / icat of every task with the task's own 95% CIs (pooled: recomputed)
     assert "![stereoset: models side by side, 95% CIs](stereoset_comparison.png)" in text
     assert (tmp_path / "report" / "stereoset_comparison.png").stat().st_size > 1000

@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from bias_harness.report import Point, Run, fmt
+from functools import lru_cache
+
+from bias_harness.report import Point, Run, fmt, subset_note
 
 TITLE = "StereoSet: stereotypical bias (lms, ss, icat)"
 ORDER = 40
@@ -160,7 +162,45 @@ def render(run: Run, out_dir: Path) -> str:
         for t in split:
             cells = [" / ".join(fmt(_value(run, t, f"{s}_{p}"), 1) for s in SCORES) for p in ("intra", "inter")]
             parts.append(f"| {t} | " + " | ".join(cells) + " |")
-    limited = {t: run.limit.get(t) for t in tasks if run.limit.get(t)}
+    parts += _published(run, tasks)
+    limited = {t: sub for t in tasks if (sub := subset_note(run, t))}
     if limited:
-        parts += ["", "Subset runs (`--limit`): scores over the first contexts only, not comparable to full runs."]
+        parts += ["", "Subset runs (" + ", ".join(f"{t}: {sub}" for t, sub in limited.items())
+                  + "): scores over those contexts only, compare with full runs within the CIs only."]
     return "\n".join(parts) + "\n"
+
+
+@lru_cache(maxsize=1)
+def _published_table() -> tuple[dict, ...]:
+    from bias_harness.plugins.stereoset_rescore import stereoset_table
+
+    return tuple(stereoset_table(ci=False))
+
+
+def _triple(v: dict[str, float]) -> str:
+    return " / ".join(fmt(v.get(s, math.nan), 1) for s in SCORES)
+
+
+def _published(run: Run, tasks: list[str]) -> list[str]:
+    """StereoSet's 11 released models rescored with the same scorer, next to our English runs."""
+    ours = [t for t in tasks if t.startswith("stereoset_en")]
+    if not ours:
+        return []
+    from bias_harness.datasets_src.raw import RawDataError, RawSourceError
+
+    try:
+        table = _published_table()
+    except (RawSourceError, RawDataError, OSError) as err:
+        return ["", f"StereoSet's released models are not shown: {err}"]
+    lines = ["", "### StereoSet's released models (English dev set, rescored)", "",
+             "The prediction files released with StereoSet, rescored with the same scorer (`bias-harness rescore stereoset`, "
+             "equal to the authors' `evaluation.py` on every value); all 4,229 dev contexts.", "",
+             "| model | overall lms / ss / icat | intrasentence | intersentence |", "|---|---|---|---|"]
+    for row in table:
+        sc = row["scores"]
+        lines.append(f"| {row['model']} (released) | {_triple(sc['overall'])} | {_triple(sc['intrasentence'])} | {_triple(sc['intersentence'])} |")
+    for t in ours:
+        parts = [{s: _value(run, t, f"{s}_{p}") for s in SCORES} for p in ("intra", "inter")]
+        lines.append(f"| **{run.model.get(t, '?')}** ({t}, this run) | {_triple({s: _value(run, t, s) for s in SCORES})} | "
+                     f"{_triple(parts[0])} | {_triple(parts[1])} |")
+    return lines
