@@ -284,7 +284,7 @@ def test_stop_progressions_and_mcnemar_on_success_and_counterfactual(tmp_path: P
         res = lm_eval.simple_evaluate(model=scripted_lm(answering(perturbed)), tasks=["stop"], limit=45, log_samples=True, bootstrap_iters=0,
                                       task_manager=bias_harness.task_manager(include_defaults=False))  # fmt: skip
         save_run(res, tmp_path / name)
-    cmp = compare_runs(tmp_path / "a", tmp_path / "b", iters=200)
+    cmp = compare_runs(tmp_path / "a", tmp_path / "b", iters=1000)
     n_cf, n_fail = sum(map(flips_cf, raw)), sum(map(fails_moderate, raw))
     assert n_cf and n_fail
     p_counter, p, p_mod = (cmp.find("stop", k) for k in ("P_counter", "P", "P_moderate"))
@@ -295,3 +295,11 @@ def test_stop_progressions_and_mcnemar_on_success_and_counterfactual(tmp_path: P
     assert (p_mod.mcnemar_b, p_mod.mcnemar_n, p_mod.diff) == (n_fail, n_mod, pytest.approx(-n_fail / n_mod))
     assert all(m.unit == "progression" and m.n_units == 45 and m.consistent for m in cmp.metrics)
     assert cmp.find("stop", "P_high").diff == 0.0 and cmp.find("stop", "P_high").p == 1.0
+    # independent check against the task's own bootstrap (stop_metrics -> stats.bootstrap_ci, 1000 resamples of
+    # progressions, seed 1234): run A is ideal on every resample (P = P_counter = 1), so the paired CI of B - A is
+    # B's own CI recorded by lm-eval, shifted by -1 (same seed and draws)
+    recorded = json.loads(next((tmp_path / "b").glob("results_*.json")).read_text())["results"]["stop"]
+    for metric in ("P", "P_moderate", "P_counter"):
+        m = cmp.find("stop", metric)
+        assert (m.ci_lo, m.ci_hi) == (pytest.approx(recorded[f"{metric}_ci_lo,none"] - 1), pytest.approx(recorded[f"{metric}_ci_hi,none"] - 1))
+        assert m.ci_lo < m.ci_hi < 0
