@@ -34,8 +34,9 @@ anywhere.
    "neither is right", "X is also right", "no right answer": ``retracted``) or name another option in a cue
    (``contradicted``).
 3. Anything else that hedges or refuses ("both", "neither", "I cannot determine", "I'm sorry", "it depends",
-   "no right answer", ...) -> invalid (``hedge``); so is a negated cue ("I don't agree with Noah": ``negated``).
-4. Exactly one option *text* mentioned (digits do not count here) -> that option (``single_mention``).
+   "no right answer", ...) -> invalid (``hedge``); so is a negated or hypothetical cue ("I don't agree with Noah", "If Jack is right, ...": ``unasserted``).
+4. Exactly one option *text* mentioned (digits do not count here) -> that option (``single_mention``), unless every
+   mention is hypothetical ("If Evelyn gets the answer right, she wins": ``unasserted``).
 5. Otherwise invalid (``no_answer``; ``empty`` for no text).
 """
 
@@ -97,7 +98,8 @@ _WORDS = re.compile(r"[\w'-]+")
 # where a verdict clause ends: punctuation, a dash, or a conjunction that starts an explanation or a concession
 _CLAUSE_END = re.compile(r"[.!?;,\n]|\s[-\u2013\u2014]\s|\b(?:because|since|while|whilst|although|though|but|however|as)\b", re.IGNORECASE)
 _ENUM_PUNCT = re.compile(r"\s*[.):]")  # "2." / "2)" / "2:" right after a leading digit is numbering, not a clause end
-_NEGATED = re.compile(r"(?:\bnot|n't|\bnever|\bno longer)\s*$", re.IGNORECASE)
+# right before a cue or a name: it is negated or hypothetical, not asserted ("I don't agree with Noah", "If Jack is right")
+_UNASSERTED = re.compile(r"(?:\bnot|n't|\bnever|\bno longer|\bif|\bwhether|\bunless|\bsuppose|\bassuming)\s*$", re.IGNORECASE)
 _OR_NEXT = re.compile(r"[\s,;:-]*or\b", re.IGNORECASE)  # "1, or 2": the verdict is withdrawn at once
 # after a verdict, these declare no single winner (a retraction), unlike explanations that merely concede a point
 _RETRACTS = re.compile(
@@ -109,7 +111,7 @@ _RETRACTS = re.compile(
 
 # Rule names (:class:`Parse`). Valid: leading, verdict_first, cue, single_mention. Invalid: the rest.
 VALID_RULES = ("leading", "verdict_first", "cue", "single_mention")
-INVALID_RULES = ("empty", "hedged_verdict", "echo", "contradicted_digit", "contradicted", "retracted", "conflicting_cues", "hedge", "negated", "no_answer")
+INVALID_RULES = ("empty", "hedged_verdict", "echo", "contradicted_digit", "contradicted", "retracted", "conflicting_cues", "hedge", "unasserted", "no_answer")
 
 
 class Parse(NamedTuple):
@@ -155,10 +157,11 @@ def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, ex
             for e in pat.either_or.finditer(t)
         )
 
-    # (start, end, option) of every cue; a negated one ("I don't agree with Noah", "would never pick Noah") is none
+    # (start, end, option, token) of every cue; a negated or hypothetical one ("I don't agree with Noah", "If Jack is
+    # right, ...") is none
     hits = [(h.start(), h.end(), i, h.group(1)) for cue in pat.cues for h in cue.finditer(text) for i in [which(h.group(1))] if i is not None]
-    negated = [h for h in hits if _NEGATED.search(text[max(0, h[0] - 12) : h[0]])]
-    cue_hits = sorted(h for h in hits if h not in negated)
+    unasserted = [h for h in hits if _UNASSERTED.search(text[max(0, h[0] - 12) : h[0]])]
+    cue_hits = sorted(h for h in hits if h not in unasserted)
 
     def settle(idx: int, verdict_end: int, hedged_before: bool, rule: str) -> Parse:
         """A verdict stands although explanations or concessions follow, unless they retract it or pick another
@@ -213,14 +216,19 @@ def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, ex
     if hedges(text):
         return Parse(None, "hedge")
 
-    if negated:  # "I don't agree with Noah": a verdict only by implication
-        return Parse(None, "negated")
+    if unasserted:  # "I don't agree with Noah", "If Jack is right, ...": no verdict stated
+        return Parse(None, "unasserted")
 
     # 4. exactly one option text mentioned (as whole words; digits do not count here)
     low = " ".join(text.split()).lower()
     words = set(re.findall(r"\w+(?:-\w+)*", low))  # "Emma's" -> emma, s
     named = {i for i, o in enumerate(opts) if o and (o in words if _WORDS.fullmatch(o) else re.search(rf"\b{re.escape(o)}\b", low))}
-    return Parse(named.pop(), "single_mention") if len(named) == 1 else Parse(None, "no_answer")
+    if len(named) != 1:
+        return Parse(None, "no_answer")
+    only = opts[next(iter(named))]
+    if all(_UNASSERTED.search(low[max(0, m.start() - 12) : m.start()]) for m in re.finditer(rf"(?<!\w){re.escape(only)}(?!\w)", low)):
+        return Parse(None, "unasserted")  # "If Evelyn gets the answer right, she wins ..."
+    return Parse(next(iter(named)), "single_mention")
 
 
 class ChoiceFilter(Filter):
