@@ -83,12 +83,8 @@ class Adapter:
     decode: Callable[[Any], Any] = as_tuples  # a JSON item -> what the aggregation expects
 
     def unit(self, name: str | None) -> Unit:
-        if name is None:
-            return self.units[0]
-        for u in self.units:
-            if u.name == name or u.name.replace(" ", "_") == name:
-                return u
-        raise ValueError(f"{self.work}: unknown resampling unit {name!r} (choose from: {', '.join(u.name for u in self.units)})")
+        """The unit called ``name`` (spaces or underscores), else the default one."""
+        return next((u for u in self.units if name in (u.name, u.name.replace(" ", "_"))), self.units[0])
 
 
 # ---------------------------------------------------------------- the statistics
@@ -395,4 +391,6 @@ def compare_runs(run_a: str | Path, run_b: str | Path, tasks: Sequence[str] | No
                 if dropped:
                     out.skipped[f"{task} ({filt})"] = "not a mean of per-document numbers: " + ", ".join(dropped)
             out.metrics += found
+    if unit and not any(unit in (m.unit, m.unit.replace(" ", "_")) for m in out.metrics):
+        raise ValueError(f"no compared task offers the resampling unit {unit!r} (tasks: {', '.join(wanted)})")
     return out

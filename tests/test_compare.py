@@ -303,3 +303,9 @@ def test_stop_progressions_and_mcnemar_on_success_and_counterfactual(tmp_path: P
         m = cmp.find("stop", metric)
         assert (m.ci_lo, m.ci_hi) == (pytest.approx(recorded[f"{metric}_ci_lo,none"] - 1), pytest.approx(recorded[f"{metric}_ci_hi,none"] - 1))
         assert m.ci_lo < m.ci_hi < 0
+
+
+def test_unit_option(runs) -> None:
+    with pytest.raises(ValueError, match="no compared task offers the resampling unit 'context'"):
+        compare_runs(runs["first"], runs["oracle"], unit="context", iters=10)
+    assert compare_runs(runs["first"], runs["oracle"], unit="matched_name_pair", iters=10).metrics[0].unit == "matched name pair"

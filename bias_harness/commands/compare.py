@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=None, help="folder for README.md and plots (default: <RUN_B>/compare)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of writing Markdown")
     p.add_argument("--tasks", default=None, help="comma-separated tasks to compare (default: all; the runs must share them)")
-    p.add_argument("--unit", default=None, help="resampling unit where a work offers several (StereoSet: 'target term' or 'context')")
+    p.add_argument("--unit", default=None, help="resampling unit for the works that offer it (StereoSet: target_term (default) or context); others keep theirs")
     p.add_argument("--iters", type=int, default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=int, default=1234, help="bootstrap seed (default 1234)")
     p.set_defaults(func=_run)
@@ -30,14 +30,14 @@ def _run(args: argparse.Namespace) -> int:
     from bias_harness.report.compare import render_markdown
 
     if len(args.runs) < 2:
-        print("bias-harness compare: give at least two runs (RUN_A RUN_B)", file=sys.stderr)
+        print("bias-harness: error: compare: give at least two runs (RUN_A RUN_B)", file=sys.stderr)
         return 2
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     base, others = args.runs[0], args.runs[1:]
     try:
         results = [compare_runs(base, other, tasks=tasks, unit=args.unit, iters=args.iters, seed=args.seed) for other in others]
     except (RunMismatch, FileNotFoundError, ValueError) as err:
-        print(f"bias-harness compare: {err}", file=sys.stderr)
+        print(f"bias-harness: error: compare: {err}", file=sys.stderr)
         return 2
     if args.json:
         payload = [c.to_dict() for c in results]
