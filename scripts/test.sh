@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh) and run the test suite offline against the authors' raw files in ../shared/data.
-# Extra arguments go to pytest (e.g. `-m "not slow"` to skip the tests that run the packaged SmolLM2).
+# Extra arguments go to pytest (e.g. `-m "not slow"` to skip the tests that run the packaged SmolLM2 or vLLM).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export BIAS_HARNESS_TEST_RAW_DIR=${BIAS_HARNESS_TEST_RAW_DIR:-$(cd .. && pwd)/shared/data}
+# setup.sh installed vLLM (unless BIAS_HARNESS_VLLM=none): then a skipped vLLM test fails the run (tests/conftest.py)
+[ "${BIAS_HARNESS_VLLM:-auto}" = none ] || export BIAS_HARNESS_REQUIRE_VLLM=${BIAS_HARNESS_REQUIRE_VLLM:-1}
 exec .venv/bin/python -m pytest -q "$@"

