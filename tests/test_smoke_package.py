@@ -19,3 +19,16 @@ def test_cli_help_lists_subcommands() -> None:
     out = subprocess.run([sys.executable, "-m", "bias_harness", "--help"], capture_output=True, text=True, check=True).stdout
     for cmd in ("eval", "data", "report"):
         assert cmd in out
+
+
+def test_distribution_declares_lm_eval_entry_points() -> None:
+    """The installed metadata carries the entry points of lm-eval's plugin groups (upstream PRs #4015, #4013)."""
+    from importlib.metadata import distribution
+
+    eps = {(ep.group, ep.name): ep.value for ep in distribution("bias-harness").entry_points}
+    assert eps[("lm_eval.tasks", "bias_harness")] == "bias_harness.tasks"
+    assert eps[("lm_eval.models", "hf-mlm")] == "bias_harness.plugins.mlm:HFMaskedLM"
+    assert eps[("console_scripts", "bias-harness")] == "bias_harness.cli:main"
+    import bias_harness.plugins.mlm as mlm
+
+    assert mlm.HFMaskedLM.__name__ == "HFMaskedLM"
