@@ -31,10 +31,11 @@ anywhere.
    is 1) Sofia or Tatum": ``hedged_verdict``; "The correct answer is 1) Noah" when Noah is option 2:
    ``contradicted_digit``).
    After a verdict of rule 1 or 2, the rest of the text may hedge, but it may not retract ("both are right",
-   "neither is right", "X is also right", "no right answer": ``retracted``) or name another option in a cue
-   (``contradicted``).
+   "neither is right", "X is also right", "no right answer", a later cue naming both: ``retracted``) or name
+   another option in a cue (``contradicted``).
 3. Anything else that hedges or refuses ("both", "neither", "I cannot determine", "I'm sorry", "it depends",
-   "no right answer", ...) -> invalid (``hedge``); so is a negated or hypothetical cue ("I don't agree with Noah", "If Jack is right, ...": ``unasserted``).
+   "no right answer", ...) -> invalid (``hedge``); so is a negated or hypothetical cue or an echo of the answer format ("I don't agree with Noah", "If Jack is
+   right, ...", "I will provide a response in the form of 'Response: 1'": ``unasserted``).
 4. Exactly one option *text* mentioned (digits do not count here) -> that option (``single_mention``), unless every
    mention is hypothetical ("If Evelyn gets the answer right, she wins": ``unasserted``).
 5. Otherwise invalid (``no_answer``; ``empty`` for no text).
@@ -99,7 +100,10 @@ _WORDS = re.compile(r"[\w'-]+")
 _CLAUSE_END = re.compile(r"[.!?;,\n]|\s[-\u2013\u2014]\s|\b(?:because|since|while|whilst|although|though|but|however|as)\b", re.IGNORECASE)
 _ENUM_PUNCT = re.compile(r"\s*[.):]")  # "2." / "2)" / "2:" right after a leading digit is numbering, not a clause end
 # right before a cue or a name: it is negated or hypothetical, not asserted ("I don't agree with Noah", "If Jack is right")
-_UNASSERTED = re.compile(r"(?:\bnot|n't|\bnever|\bno longer|\bif|\bwhether|\bunless|\bsuppose|\bassuming)\s*$", re.IGNORECASE)
+# or the answer format echoed ("I will provide a response in the form of 'Response: 1'")
+_UNASSERTED = re.compile(
+    r"(?:\bnot|n't|\bnever|\bno longer|\bif|\bwhether|\bunless|\bsuppose|\bassuming|\bform(?:\s+of)?\s*:?\s*['\"`]?)\s*$", re.IGNORECASE
+)
 _OR_NEXT = re.compile(r"[\s,;:-]*or\b", re.IGNORECASE)  # "1, or 2": the verdict is withdrawn at once
 # after a verdict, these declare no single winner (a retraction), unlike explanations that merely concede a point
 _RETRACTS = re.compile(
@@ -160,17 +164,26 @@ def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, ex
     # (start, end, option, token) of every cue; a negated or hypothetical one ("I don't agree with Noah", "If Jack is
     # right, ...") is none
     hits = [(h.start(), h.end(), i, h.group(1)) for cue in pat.cues for h in cue.finditer(text) for i in [which(h.group(1))] if i is not None]
-    unasserted = [h for h in hits if _UNASSERTED.search(text[max(0, h[0] - 12) : h[0]])]
+    unasserted = [h for h in hits if _UNASSERTED.search(text[max(0, h[0] - 14) : h[0]])]
     cue_hits = sorted(h for h in hits if h not in unasserted)
+
+    def clause_end(tok: str, pos: int) -> tuple[int, int]:
+        """(position after a digit's numbering, end of the verdict clause) for option token ``tok`` ending at ``pos``."""
+        if tok.isdigit() and (e := _ENUM_PUNCT.match(text, pos)):
+            pos = e.end()
+        end = _CLAUSE_END.search(text, pos)
+        return pos, end.start() if end else len(text)
 
     def settle(idx: int, verdict_end: int, hedged_before: bool, rule: str) -> Parse:
         """A verdict stands although explanations or concessions follow, unless they retract it or pick another
         option. ``hedged_before``: the earlier parser (hedges anywhere void an answer) rejected this text; then the
         verdict-first rule is what accepts it."""
         rest = text[verdict_end:]
-        if _RETRACTS.search(rest):
+        later = [h for h in cue_hits if h[0] >= verdict_end]
+        # "Emma is right. ... The correct answer is: 1 or 2.": a later cue naming both withdraws the verdict
+        if _RETRACTS.search(rest) or any(names_both(text[h[0] : clause_end(h[3], h[1])[1]]) for h in later):
             return Parse(None, "retracted")
-        if any(h[2] != idx for h in cue_hits if h[0] >= verdict_end):
+        if any(h[2] != idx for h in later):
             return Parse(None, "contradicted")
         return Parse(idx, "verdict_first" if hedged_before else rule)
 
@@ -180,11 +193,8 @@ def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, ex
         """Option ``tok`` (``idx``) named as a verdict in ``text[start:pos]``: check its verdict clause (up to the first
         clause end; a digit's numbering and the name after it belong to it), then what follows (:func:`settle`)."""
         after_tok = pos
-        if tok.isdigit() and (e := _ENUM_PUNCT.match(text, pos)):
-            pos = e.end()
-        end = _CLAUSE_END.search(text, pos)
-        clause_end = end.start() if end else len(text)
-        if hedges(text[:clause_end]) or names_both(text[start:clause_end]) or _OR_NEXT.match(text, clause_end):
+        pos, end = clause_end(tok, pos)
+        if hedges(text[:end]) or names_both(text[start:end]) or _OR_NEXT.match(text, end):
             return Parse(None, "hedged_verdict")
         if tok.isdigit():
             # "1. Emma\n2. Noah": the option list echoed back, not an answer
@@ -196,7 +206,7 @@ def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, ex
             named = {i for i, o in enumerate(opts) if o and re.search(rf"(?<!\w){re.escape(o)}(?!\w)", rest)}
             if named and idx not in named:
                 return Parse(None, "contradicted_digit")
-        return settle(idx, clause_end, hedged_before, rule)
+        return settle(idx, end, hedged_before, rule)
 
     # 1. leading answer
     m = pat.leading.match(text)
