@@ -111,7 +111,7 @@ def paired_bootstrap(
     """Differences B - A of every metric of ``values`` over paired resamples of units.
 
     ``units_a[i]`` / ``units_b[i]``: the items (per metric key) of unit i in each run; the same indices are drawn
-    for both runs. Returns {metric: {diff, ci_lo, ci_hi, p_bootstrap, n_resamples, n_undefined}}.
+    for both runs. Returns {metric: {value_a, value_b, diff, ci_lo, ci_hi, p_bootstrap, n_resamples, n_undefined}}.
     """
     n = len(units_a)
     if n != len(units_b):
@@ -141,8 +141,7 @@ def paired_bootstrap(
     deltas: dict[str, list[float]] = {k: [] for k in va}
     rng = np.random.default_rng(seed)
     for _ in range(iters if n else 0):
-        idx = rng.integers(0, n, size=n)
-        idx = idx.tolist()
+        idx = rng.integers(0, n, size=n).tolist()  # the draws of plugins.stats.bootstrap_ci (same seed, same order)
         ra, rb = values(pool(by_key_a, idx)), values(pool(by_key_b, idx))
         for k in deltas:
             d = rb[k] - ra[k]
