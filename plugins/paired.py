@@ -13,8 +13,8 @@ Per headline metric the result has (B minus A):
 * ``ci_lo`` / ``ci_hi``: 95% percentile interval of the differences over paired resamples of units;
 * ``p_bootstrap``: two-sided paired-bootstrap p-value, the smallest alpha whose percentile interval excludes 0:
   ``min(1, 2 * min(#{d* <= 0} + 1, #{d* >= 0} + 1) / (m + 1))`` over the ``m`` resamples where the metric is defined
-  in both runs (the +1 is Davison & Hinkley's (1997, eq. 4.11) Monte Carlo correction: p is never below
-  ``2 / (m + 1)``, and identical runs give exactly 1);
+  in both runs (the +1s: the usual Monte Carlo correction (count + 1) / (R + 1), Davison & Hinkley 1997; p is
+  never below ``2 / (m + 1)``, and identical runs give exactly 1);
 * ``p_mcnemar`` (where the metric is a share of binary per-document outcomes): exact McNemar test
   (``plugins/stats.py``) on the documents whose outcome is defined in both runs; ``b`` = documents with outcome 1
   in A and 0 in B, ``c`` = 0 in A and 1 in B.
