@@ -86,7 +86,9 @@ def model_dir(name: str) -> Path:
 def prepare_model(name: str = "smollm2", force: bool = False) -> Path:
     """Convert the packaged GGUF model ``name`` to an HF folder under the cache (once) and return it."""
     if name not in PACKAGED:
-        raise KeyError(f"unknown packaged model '{name}'; known: {', '.join(PACKAGED)}")
+        from bias_harness.errors import UnknownName
+
+        raise UnknownName(f"unknown packaged model '{name}'; known: {', '.join(PACKAGED)}")
     model = PACKAGED[name]
     out = model_dir(name)
     if (out / "config.json").is_file() and not force:

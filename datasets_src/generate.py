@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         summary = run_generation(generator, client, store, args.n, seed=args.seed, workers=args.workers,
                                  progress=not args.no_progress, options=options)
     except (GenerationSetupError, RawDataError, RawSourceError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"bias-harness: error: {err}", file=sys.stderr)
         return 2
     print(summary.text())
     return 0

@@ -30,5 +30,7 @@ def builders() -> dict[str, type[DatasetBuilder]]:
 def get_builder(name: str) -> DatasetBuilder:
     table = builders()
     if name not in table:
-        raise KeyError(f"Unknown dataset '{name}'. Known datasets: {', '.join(table) or '(none)'}")
+        from bias_harness.errors import UnknownName
+
+        raise UnknownName(f"Unknown dataset '{name}'. Known datasets: {', '.join(table) or '(none)'}")
     return table[name]()

@@ -46,6 +46,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from bias_harness.errors import BadInput, MissingInput
 from bias_harness.plugins.stats import bootstrap_ci
 from bias_harness.plugins.stop_dialogue import POLICIES, StopDialogue, is_no_strict, is_no_upstream  # noqa: F401  (re-exported)
 from bias_harness.plugins.yesno import INVALID, NO, YES, parse_yesno
@@ -150,7 +151,7 @@ def load_human(path: str) -> dict[int, tuple[float, ...]]:
     annotator and progression (an ``annotator`` column is optional). Returns {progression_id: scores}."""
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"STOP human_file {path!r} does not exist")
+        raise MissingInput(f"STOP human_file {path!r} does not exist")
     if p.suffix in (".jsonl", ".json"):
         rows = [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
     else:
@@ -161,9 +162,9 @@ def load_human(path: str) -> dict[int, tuple[float, ...]]:
         try:
             pid, score = int(row["progression_id"]), float(row["sensitivity"])
         except (KeyError, TypeError, ValueError) as err:
-            raise ValueError(f"{path}: row {i}: need integer 'progression_id' and numeric 'sensitivity' ({err})") from err
+            raise BadInput(f"{path}: row {i}: need integer 'progression_id' and numeric 'sensitivity' ({err})") from err
         if not 0.0 <= score <= 1.0:
-            raise ValueError(f"{path}: row {i}: field 'sensitivity': {score} is outside [0, 1]")
+            raise BadInput(f"{path}: row {i}: field 'sensitivity': {score} is outside [0, 1]")
         out.setdefault(pid, []).append(score)
     return {k: tuple(v) for k, v in out.items()}
 

@@ -65,7 +65,7 @@ def _push(args: argparse.Namespace) -> int:
 
     folder = local_path(args.name, args.data_dir)
     if not (folder / "README.md").is_file():
-        print(f"error: no built copy of {args.name} at {folder}; run `bias-harness data build {args.name}` first", file=sys.stderr)
+        print(f"bias-harness: error: no built copy of {args.name} at {folder}; run `bias-harness data build {args.name}` first", file=sys.stderr)
         return 2
     where = push_folder(folder, args.repo_id, private=args.private, dry_run_dir=args.dry_run)
     print(where)

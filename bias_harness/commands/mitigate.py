@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bias_harness.cli import json_object
+
 
 def _limit(value: str) -> int | float:
     num = float(value)
@@ -48,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-train-rows", type=int, default=None, help="train on the first N rows only (small budgets)")
     p.add_argument("--batch-size", type=int, default=8, help="lm-eval batch size (same for both evaluations)")
     p.add_argument("--gen-kwargs", default=None, help="lm-eval --gen_kwargs for both evaluations, e.g. max_gen_toks=64")
-    p.add_argument("--metadata", type=json.loads, default={}, help="task metadata as JSON (lm-eval --metadata)")
+    p.add_argument("--metadata", type=json_object, default={}, help="task metadata as JSON (lm-eval --metadata)")
     p.add_argument("--skip-eval", action="store_true", help="train only (the card then has no before/after table)")
     p.add_argument("--no-resume", action="store_true", help="start training from scratch even if checkpoints exist")
     p.add_argument("--export-data", type=Path, default=None, metavar="DIR",
@@ -88,7 +90,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.list:
         return _list()
     if not args.recipe:
-        print("error: give a RECIPE (see --list)", file=sys.stderr)
+        print("bias-harness: error: give a RECIPE (see --list)", file=sys.stderr)
         return 2
     try:
         recipe = get_recipe(args.recipe)
@@ -98,7 +100,7 @@ def _run(args: argparse.Namespace) -> int:
             print(save_training_data(recipe, data, args.export_data, opts))
             return 0
         if not args.model:
-            print("error: --model is required", file=sys.stderr)
+            print("bias-harness: error: --model is required", file=sys.stderr)
             return 2
         if args.provider == "openai":
             from bias_harness.mitigation.openai_ft import run_openai
@@ -115,7 +117,7 @@ def _run(args: argparse.Namespace) -> int:
             include_path=[str(p) for p in args.include_path], command=_command(args),
         ))  # fmt: skip
     except RecipeError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"bias-harness: error: {err}", file=sys.stderr)
         return 2
     print(f"model: {result.model_dir}")
     print(f"card:  {result.card}")

@@ -65,7 +65,9 @@ def _result_files(run_dirs: tuple[str | Path, ...]) -> list[tuple[Path, Path]]:
     """(run folder, results file) pairs, oldest stamp first (so newer results win when merged)."""
     files = sorted(((Path(d), p) for d in run_dirs for p in Path(d).rglob("results_*.json")), key=lambda dp: (dp[1].name, str(dp[1])))
     if not files:
-        raise FileNotFoundError(f"no lm-eval results_*.json under {', '.join(map(str, run_dirs))}: run with --output_path")
+        from bias_harness.errors import MissingInput
+
+        raise MissingInput(f"no lm-eval results_*.json under {', '.join(map(str, run_dirs))}: run with --output_path")
     return files
 
 
