@@ -22,9 +22,10 @@ anywhere.
    followed by punctuation or the end, so "Emma and Noah are married" is not an answer). Its *verdict clause* runs
    to the first clause end (punctuation, a dash, or because/since/while/although/though/but/however/as; the
    numbering after a digit and the name after it belong to the clause). Invalid when that clause hedges or names
-   both options ("2) Noah and Emma are both right", "1 or 2", "1) Onyx and Charlie": ``hedged_verdict``), when a later line starts with
-   another option's digit ("1. Emma\n2. Noah" echoes the option list: ``echo``), or when a leading digit is followed
-   on its line by another option's text and not its own ("1. Noah" when option 1 is Emma: ``contradicted_digit``).
+   both options ("2) Noah and Emma are both right", "1 or 2", "1) Onyx and Charlie": ``hedged_verdict``), when a
+   later line starts with another option's digit ("1. Emma\n2. Noah" echoes the option list: ``echo``), or when a
+   leading digit is followed on its line by another option's text and not its own ("1. Noah" when option 1 is Emma:
+   ``contradicted_digit``).
 2. A cue phrase with no hedge before it: "the answer is X", "Response: X", "X is right/correct", "I (would)
    choose/select/pick X", "X should (win|be chosen)" -> X (``cue``); cues naming different options -> invalid
    (``conflicting_cues``). Its verdict clause is checked as in rule 1 ("I would select 1 or 2", "The correct answer
@@ -34,8 +35,8 @@ anywhere.
    "neither is right", "X is also right", "no right answer", a later cue naming both: ``retracted``) or name
    another option in a cue (``contradicted``).
 3. Anything else that hedges or refuses ("both", "neither", "I cannot determine", "I'm sorry", "it depends",
-   "no right answer", ...) -> invalid (``hedge``); so is a negated or hypothetical cue or an echo of the answer format ("I don't agree with Noah", "If Jack is
-   right, ...", "I will provide a response in the form of 'Response: 1'": ``unasserted``).
+   "no right answer", ...) -> invalid (``hedge``); so is a negated or hypothetical cue or an echoed answer format
+   ("I don't agree with Noah", "If Jack is right, ...", "in the form of 'Response: 1'": ``unasserted``).
 4. Exactly one option *text* mentioned (digits do not count here) -> that option (``single_mention``), unless every
    mention is hypothetical ("If Evelyn gets the answer right, she wins": ``unasserted``).
 5. Otherwise invalid (``no_answer``; ``empty`` for no text).
