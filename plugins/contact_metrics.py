@@ -16,9 +16,12 @@ The aggregations turn the list of tuples into:
 
 Invalid answers are left out of the bias % denominators and reported by ``invalid_rate``.
 
-Log-likelihood scoring compares the two options' summed token log-probabilities, or (metadata ``normalize``) their
-mean per token (``token``: what the authors' CAPPr scoring does; needs ``tokenizer``) or per character (``char``:
-lm-eval's ``acc_norm`` rule); :func:`load_docs` puts each doc's divisors in ``option_norm``.
+Log-likelihood scoring compares the two options' log-probabilities (metadata ``normalize``): summed (``none``,
+default: the probability of the answer string), per token (``token``: the mean token log-probability, what the
+authors' CAPPr scoring does; needs the model's tokenizer: ``tokenizer``, else the model argument ``pretrained``,
+which lm-eval's CLI passes to every task) or per character (``char``: lm-eval's ``acc_norm`` rule). The measured
+effect behind the default is in ``tasks/contact/README.md`` ("Option length"). :func:`load_docs` puts each doc's
+divisors in ``option_norm`` and the rule in ``option_norm_rule``.
 Generation: :func:`parse_answer` (question echoes and answers naming both options are invalid).
 """
 
@@ -91,11 +94,23 @@ def option_norms(docs: Sequence[dict[str, Any]], normalize: str, tokenizer: str 
     if normalize == "char":
         return {o: [float(len(x)) for x in o] for o in firsts}
     if not tokenizer:
-        raise ValueError("contact: normalize=token needs the model's tokenizer: --metadata '{\"normalize\": \"token\", \"tokenizer\": \"<model folder or name>\"}'")
+        raise ValueError("contact: normalize=token needs the model's tokenizer: the model argument pretrained (lm-eval's CLI "
+                         "passes it) or --metadata '{\"normalize\": \"token\", \"tokenizer\": \"<model folder or name>\"}'")
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tokenizer)
     return {o: [float(n) for n in option_token_counts(tok, doc_to_text(d), o)] for o, d in firsts.items()}
+
+
+def resolve_normalize(normalize: str, tokenizer: str | None, model_args: dict[str, Any]) -> tuple[str, str | None]:
+    """``token`` takes the model's tokenizer from ``tokenizer``, else from the model argument ``pretrained`` (lm-eval's
+    CLI merges ``--model_args`` into every task's metadata, as its RULER tasks rely on)."""
+    if normalize not in NORMALIZE:
+        raise ValueError(f"contact: normalize must be one of {NORMALIZE}, not {normalize!r}")
+    if normalize == "token" and not tokenizer:
+        pretrained = model_args.get("pretrained")
+        tokenizer = pretrained if isinstance(pretrained, str) and pretrained else None
+    return normalize, tokenizer
 
 
 def load_docs(
@@ -114,6 +129,7 @@ def load_docs(
     see :func:`option_norms` (the divisors go into ``option_norm``; generation tasks ignore them). Splits come back
     as :class:`DocList` (plain dicts) for speed.
     """
+    normalize, tokenizer = resolve_normalize(normalize, tokenizer, kwargs)
     dd = data.load(dataset, config, **kwargs)
     if isinstance(instruction_suffix, str):
         instruction_suffix = instruction_suffix.strip().lower() not in {"0", "false", "no", "off"}
@@ -133,6 +149,7 @@ def load_docs(
         norms = option_norms(docs, normalize, tokenizer)
         for doc in docs:
             doc["option_norm"] = norms[tuple(doc["options"])]
+            doc["option_norm_rule"] = normalize
         out[split] = docs
     return out
 

@@ -132,3 +132,14 @@ def test_normalize_metadata_reaches_the_task() -> None:
             doc = s["doc"]
             chosen = doc["options"].index(pick[doc["scale"]])
             assert s["bias_pct_none"][2] == int(chosen == doc["biased_option"])
+
+
+def test_token_normalisation_finds_the_model_tokenizer() -> None:
+    """``token`` takes ``tokenizer``, else the model argument ``pretrained`` (lm-eval's CLI hands every task the model
+    args); the other rules need none."""
+    assert cm.resolve_normalize("token", None, {"pretrained": "/models/smollm2", "dtype": "float32"}) == ("token", "/models/smollm2")
+    assert cm.resolve_normalize("token", "/tok", {"pretrained": "/models/smollm2"}) == ("token", "/tok")
+    assert cm.resolve_normalize("char", None, {"pretrained": "/models/smollm2"}) == ("char", None)
+    assert cm.resolve_normalize("none", None, {}) == ("none", None)
+    with pytest.raises(ValueError, match="normalize must be one of"):
+        cm.resolve_normalize("auto", None, {})

@@ -23,7 +23,7 @@ PAPER_TABLE1 = {
 
 
 def matches(task: str) -> bool:
-    return task in GROUPS or task.startswith("contact_")
+    return task in GROUPS or task.startswith("contact_") or task == "scd_heldout"  # scd_heldout: bias-harness mitigate scd
 
 
 def _m(run: Run, task: str, name: str) -> Any:
@@ -94,12 +94,22 @@ def _table(title: str, rows: dict[tuple, dict[str, float]]) -> list[str]:
     return lines + [""]
 
 
+def _scoring(run: Run, task: str) -> str:
+    """'; log-likelihood, normalize: token' for log-likelihood tasks (the option-length rule, tasks/contact/README.md)."""
+    cfg = run.configs.get(task) or {}
+    if cfg.get("output_type") != "multiple_choice":
+        return ""
+    rules = sorted({str((s.get("doc") or {}).get("option_norm_rule")) for s in run.samples(task)} - {"None"})
+    rule = ", ".join(rules) or (cfg.get("metadata") or {}).get("normalize", "none")
+    return f"; log-likelihood, option normalisation: {rule}"
+
+
 def _render_task(run: Run, task: str, out_dir: Path) -> list[str]:
     from bias_harness.plugins.contact_metrics import breakdown
 
     n = run.n_samples.get(task, {}).get("effective", "?")
     lines = [f"### `{task}`", "", f"Model: `{run.model.get(task, '?')}`; prompts: {n}"
-             + (f" (`--limit {run.limit[task]}`)" if run.limit.get(task) else "") + ".", ""]  # fmt: skip
+             + (f" (`--limit {run.limit[task]}`)" if run.limit.get(task) else "") + _scoring(run, task) + ".", ""]  # fmt: skip
     lines += ["| | bias % | 95% CI |", "|---|---|---|"]
     for c in CONTACTS:
         k = f"bias_pct_{c}"
