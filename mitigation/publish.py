@@ -2,7 +2,8 @@
 
 The token comes from the usual Hugging Face login or ``HF_TOKEN`` and is handled by ``huggingface_hub``
 alone: it is never printed, logged or written. Before uploading we also check that no file of the upload
-folder contains the token (a stray ``training_args`` or log could).
+folder contains the token (a stray ``training_args`` or log could), and that huggingface_hub's ``ModelCard``
+parses the card (``datasets_src.publish.check_card``: a card whose metadata the Hub cannot read is refused).
 """
 
 from __future__ import annotations

@@ -175,3 +175,11 @@ def test_card_model_index_and_significance_match_lm_eval_results(tmp_path: Path)
     assert (eval_dir / "compare" / "README.md").is_file() and (eval_dir / "compare" / "compare_demet_choice.png").stat().st_size > 1000
     summary = json.loads((folder / model_card.SUMMARY_FILE).read_text())
     assert {m["metric"] for m in summary["comparison"]["metrics"]} >= {"mixed_gender_bias", "invalid_rate"}
+
+
+def test_model_card_the_hub_cannot_parse_is_refused(tmp_path: Path) -> None:
+    folder = _card(tmp_path)
+    (folder / "README.md").write_text("---\nbase_model: [unclosed\n---\n# card\n")
+    with pytest.raises(ValueError, match="cannot be read by huggingface_hub"):
+        push_model(folder, "org/name", dry_run_dir=tmp_path / "upload")
+    assert not (tmp_path / "upload").exists()
