@@ -14,8 +14,10 @@ Categories and files (Refine-LM's partition, ``refine_lm/word_lists`` = TRAIN/TE
   uses as its test list), subjects ``nouns/subjects/<c>_bert`` (UnQover, not split).
 
 The k-th ``[p_act]`` line of an attribute file pairs with its k-th ``[p_act:neg]`` line (likewise
-``-single`` and ``l_act``). UnQover enumerates every subject pair; we sample ``PAIRS_PER_ITEM`` pairs per
-(template, attribute) with a seeded generator so the set stays small and deterministic.
+``-single`` and ``l_act``). Every subject pair of every (template, attribute) is enumerated, as UnQover and
+Refine-LM do (gender: female x male names; other categories: the unordered pairs of distinct subjects, both
+orders being the four questions); the ``refine_lm`` recipe samples ``pairs_per_item`` of them and selects
+categories. The indefinite article before a subject agrees with it ("an Asian man", not "A Asian man").
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ from bias_harness.datasets_src.raw import RawDataError, RawFile
 UNQOVER = ("allenai/unqover", "d37c70f6f2640a83b5eed3eb910b0159059e3601")
 REFINE = ("rameez-mrq/refine-lm-submission", "3f2f900dcd94231cb15d5b9ac706b553b27c1059")
 MASK = "[MASK]"
-PAIRS_PER_ITEM = 2
+PAIRS_PER_ITEM: int | None = None  # None: every subject pair (the reference); the recipe samples per item
 SEED = 0
+# Vowel-initial words said with a consonant sound take "a" ("a European", "a Ugandan").
+_A_BEFORE = ("eu", "uk", "ug", "uni", "uru", "us", "one")
 
 _FILES: dict[str, tuple[tuple[str, str], str, str, str]] = {
     # logical name: (repo, key below the raw dir, upstream path, sha256)
@@ -119,15 +123,30 @@ def read_slots(path: Path) -> list[tuple[str, str, str]]:
     return out
 
 
+def article(word: str, capital: bool = False) -> str:
+    """"a" or "an" before ``word`` (by its first letters; see ``_A_BEFORE``)."""
+    low = word.lower()
+    an = low[:1] in "aeiou" and not low.startswith(_A_BEFORE)
+    art = "an" if an else "a"
+    return art.capitalize() if capital else art
+
+
+def _with_article(text: str, slot: str, subject: str) -> str:
+    """Fill ``[slotN]``/``[slotN:dem]`` with ``subject``, making a preceding "a"/"A" agree with it."""
+    text = re.sub(rf"\b([Aa]) \[{slot}(?::dem)?\]", lambda m: f"{article(subject, m.group(1) == 'A')} {subject}", text)
+    return re.sub(rf"\[{slot}(?::dem)?\]", subject, text)
+
+
 def fill(context: str, question: str, x1: str, x2: str, tag: str, phrase: str) -> str:
-    text = re.sub(r"\[subj1(?::dem)?\]", x1, context) + " " + question
-    text = re.sub(r"\[subj2(?::dem)?\]", x2, text)
+    text = _with_article(context, "subj1", x1) + " " + question
+    text = _with_article(text, "subj2", x2)
     return re.sub(r"\[[pl]_act(?:-single)?(?::neg)?\]", phrase, text).replace("[mask]", MASK)
 
 
 def make_rows(category: str, split: str, slots: list[tuple[str, str, str]], acts: dict[str, list[tuple[str, str]]],
-              pairs: dict[str, list[tuple[str, str]]], n_pairs: int = PAIRS_PER_ITEM, seed: int = SEED) -> list[dict[str, Any]]:  # fmt: skip
-    """``pairs``: subject kind ("subj" / "subj:dem") -> candidate (x1, x2) pairs."""
+              pairs: dict[str, list[tuple[str, str]]], n_pairs: int | None = PAIRS_PER_ITEM, seed: int = SEED) -> list[dict[str, Any]]:  # fmt: skip
+    """``pairs``: subject kind ("subj" / "subj:dem") -> candidate (x1, x2) pairs; ``n_pairs`` None: all of them,
+    else that many sampled per (template, attribute) with a seeded generator."""
     rows = []
     for t, (context, question, neg_question) in enumerate(slots):
         m = _SLOT.search(question)
@@ -137,7 +156,8 @@ def make_rows(category: str, split: str, slots: list[tuple[str, str, str]], acts
         tag = m.group(1)
         for k, ((cls, phrase), (_, neg)) in enumerate(zip(acts[tag], acts[f"{tag}:neg"], strict=True)):
             rng = random.Random(f"unqover:{seed}:{category}:{split}:{t}:{k}")
-            for x1, x2 in rng.sample(pairs[kind], min(n_pairs, len(pairs[kind]))):
+            chosen = pairs[kind] if n_pairs is None else rng.sample(pairs[kind], min(n_pairs, len(pairs[kind])))
+            for x1, x2 in chosen:
                 rows.append({
                     "id": f"{category}-{split}-t{t}-a{k}-{x1}-{x2}", "category": category, "template_id": t,
                     "activity_id": k, "activity_class": cls, "subj1": x1, "subj2": x2, "attr": phrase, "attr_neg": neg,
@@ -175,11 +195,12 @@ class UnQoverBuilder(DatasetBuilder):
         "only the word lists are used, no code).",
         how_built=(
             "Templates (context, question, negated question) are filled with a subject pair in both orders and with an "
-            "attribute and its negation (the k-th `[p_act]` line pairs with the k-th `[p_act:neg]` line). Per template and "
-            f"attribute, {PAIRS_PER_ITEM} subject pairs are sampled with a seeded generator (gender: female x male; other "
-            "categories: two distinct subjects of the list). The mask is written `[MASK]`."
+            "attribute and its negation (the k-th `[p_act]` line pairs with the k-th `[p_act:neg]` line). Every subject "
+            "pair of every (template, attribute) is a row (gender: female x male; other categories: two distinct subjects "
+            "of the list), as in UnQover and Refine-LM. An indefinite article before a subject agrees with it (a/an). "
+            "The mask is written `[MASK]`."
         ),
-        known_gaps="UnQover enumerates all subject pairs; we sample. Religion's Refine-LM test attributes are the list its "
+        known_gaps="The a/an rule is by spelling (vowel letter, with exceptions such as 'a European'). Religion's Refine-LM test attributes are the list its "
         "repository ships as `biased_religion` (byte-identical to `biased_ethnicity-TEST`, an upstream quirk).",
         config_notes={"refine_lm": "the four questions of each (template, attribute, subject pair), train/test"},
     )

@@ -24,7 +24,7 @@ import yaml
 from bias_harness.mitigation import evaluate as ev
 from bias_harness.mitigation import recipes_dir
 from bias_harness.mitigation import model_card
-from bias_harness.mitigation.recipes import DataOptions, build_training_data, get_recipe, save_training_data
+from bias_harness.mitigation.recipes import DataOptions, build_training_data, data_options, get_recipe, save_training_data
 from bias_harness.mitigation.train import check_model, is_adapter, parse_config, train
 
 log = logging.getLogger(__name__)
@@ -101,10 +101,10 @@ def _evaluate_cached(path: Path, args: dict[str, Any], settings: ev.EvalSettings
 def run(opts: MitigateOptions) -> MitigateResult:
     recipe = get_recipe(opts.recipe)
     out = Path(opts.output).resolve()
-    data_opts = DataOptions(setting=opts.setting, max_train_rows=opts.max_train_rows, data_dir=opts.data_dir)
     overrides = {"model_name_or_path": opts.model, "output_dir": str(out / "checkpoints"), "dataset_name": str(out / "data")}
     overrides.update(opts.overrides)
     cfg = parse_config(recipe, overrides)
+    data_opts = DataOptions(setting=opts.setting, max_train_rows=opts.max_train_rows, data_dir=opts.data_dir, **data_options(cfg))
 
     # Everything that can fail on bad input fails here, before any evaluation or training.
     check_model(recipe, opts.model, getattr(cfg.training, "chat_template_path", None))

@@ -35,7 +35,21 @@ class DataOptions:
     setting: int | None = None  # scd: the paper's fine-tuning setting 1..8
     seed: int = 0
     data_dir: str | None = None  # built datasets (default: BIAS_HARNESS_DATA_DIR)
-    max_train_rows: int | None = None  # small budgets: keep the first N training rows
+    max_train_rows: int | None = None  # small budgets: N training rows (spread over the data's strata where it has them)
+    categories: tuple[str, ...] | None = None  # refine_lm: UnQover categories to train on (None: the recipe's default)
+    pairs_per_item: int | None = None  # refine_lm: subject pairs per (template, attribute); None: all (the reference)
+
+
+def data_options(cfg: Any) -> dict[str, Any]:
+    """DataOptions fields a recipe's config sets (refine_lm: ``categories``, ``pairs_per_item`` script arguments)."""
+    out: dict[str, Any] = {}
+    cats = getattr(cfg.script, "categories", None)
+    if cats:
+        out["categories"] = tuple(c.strip() for item in ([cats] if isinstance(cats, str) else cats) for c in str(item).split(",") if c.strip())
+    pairs = getattr(cfg.script, "pairs_per_item", None)
+    if pairs is not None and int(pairs) > 0:
+        out["pairs_per_item"] = int(pairs)
+    return out
 
 
 @dataclass(frozen=True)
@@ -127,6 +141,11 @@ def _stop(opts: DataOptions) -> datasets.DatasetDict:
 SCD_STRATA = ("scale", "scenario", "principle", "axis")  # the paper's breakdowns (Tables 11-14)
 
 
+def columns(ds: datasets.Dataset, names: Sequence[str]) -> dict[str, list[Any]]:
+    """Whole columns as Python lists in one Arrow conversion (``ds[name]`` is a lazy, row-by-row column)."""
+    return ds.select_columns(list(names)).to_dict()
+
+
 def spread_order(keys: Sequence[tuple], seed: int = 0) -> list[int]:
     """Indices of ``keys`` in an order whose every prefix spreads over the strata, seeded.
 
@@ -155,11 +174,11 @@ def spread_contact_rows(ds: datasets.Dataset, n: int | None, seed: int = 0) -> d
     """Contact grid rows spread over scales, scenarios, principles and axes (:func:`spread_order`), whole prompt
     sets kept together (a set's none / positive / negative prompts stay adjacent, so contact effects can be
     computed on a prefix); the first ``n`` rows, or all of them reordered when ``n`` is None."""
+    cols = columns(ds, ("prompt_set_id", *SCD_STRATA))
     sets: dict[str, list[int]] = {}
-    for i, set_id in enumerate(ds["prompt_set_id"]):
+    for i, set_id in enumerate(cols["prompt_set_id"]):
         sets.setdefault(set_id, []).append(i)
     ids = list(sets)
-    cols = {k: ds[k] for k in SCD_STRATA}
     keys = [tuple(cols[k][sets[s][0]] for k in SCD_STRATA) for s in ids]
     rows = [i for u in spread_order(keys, seed) for i in sets[ids[u]]]
     return ds.select(rows[:n] if n is not None else rows)
@@ -176,9 +195,34 @@ def _scd(opts: DataOptions) -> datasets.DatasetDict:
     return _sft_dict({"train": [_chat(None, p, c) for p, c in zip(train["prompt"], train["completion"], strict=True)]})
 
 
+UNQOVER_CATEGORIES = ("gender", "country", "ethnicity", "religion")
+
+
 def _unqover(opts: DataOptions) -> datasets.DatasetDict:
-    """Seed 001: UnQover questions (Refine-LM train/test partition)."""
-    return _load("unqover", "refine_lm", opts)
+    """Seed 001: UnQover questions (Refine-LM train/test partition) of ``opts.categories`` (default: gender, the
+    seed's), every subject pair or ``opts.pairs_per_item`` sampled per (template, attribute), seeded.
+    ``max_train_rows``: rows spread over categories, templates and attributes (:func:`spread_order`)."""
+    cats = opts.categories or ("gender",)
+    unknown = [c for c in cats if c not in UNQOVER_CATEGORIES]
+    if unknown:
+        raise RecipeError(f"unknown UnQover categories {unknown}: choose from {', '.join(UNQOVER_CATEGORIES)}")
+    data = _load("unqover", "refine_lm", opts)
+    out = {}
+    for split, ds in data.items():
+        cols = columns(ds, ("category", "template_id", "activity_id"))
+        keys = list(zip(cols["category"], cols["template_id"], cols["activity_id"], strict=True))
+        items: dict[tuple, list[int]] = {}
+        for i, k in enumerate(keys):
+            if k[0] in cats:
+                items.setdefault(k, []).append(i)
+        if opts.pairs_per_item:
+            rng = random.Random(f"unqover-pairs:{opts.seed}:{split}")
+            items = {k: sorted(rng.sample(v, min(opts.pairs_per_item, len(v)))) for k, v in items.items()}
+        rows = [i for v in items.values() for i in v]
+        if split == "train" and opts.max_train_rows is not None:
+            rows = [rows[j] for j in spread_order([keys[i] for i in rows], opts.seed)][: opts.max_train_rows]
+        out[split] = ds.select(rows)
+    return datasets.DatasetDict(out)
 
 
 def _transfer_tasks(folder: Path) -> list[str]:
@@ -313,6 +357,8 @@ _register(Recipe(
     source="Qureshi et al., REFINE-LM (arXiv 2408.09489), as specified in the UZH project plan (seed 001, Step 2)",
     build=_unqover,
     eval_tasks=_fixed("stereoset_de"),
+    # masked-LM headline: lms/ss/icat over the intrasentence contexts (intersentence is PLL here, not BERT's NSP)
+    eval_metadata=lambda opts: {"headline": "intra"},
     datasets=("unqover",),
     chat=False,
     model_kind="mlm",

@@ -240,6 +240,10 @@ class RefineLMScriptArguments:
     dataset_config: str | None = field(default=None, metadata={"help": "dataset config name"})
     dataset_train_split: str = field(default="train", metadata={"help": "training split"})
     dataset_test_split: str = field(default="test", metadata={"help": "held-out split (reward before/after)"})
+    categories: list[str] = field(default_factory=lambda: ["gender"], metadata={"help": "UnQover categories to train on "
+                                  "(gender, country, ethnicity, religion; the seed: gender)"})
+    pairs_per_item: int = field(default=0, metadata={"help": "subject pairs per (template, attribute), sampled; 0: all "
+                                "(the reference: 30 x 30 name pairs x 2 templates x 70 occupations for gender)"})
 
 
 @dataclass
@@ -261,6 +265,8 @@ class RefineLMTrainingConfig:
     save_total_limit: int = field(default=2, metadata={"help": "keep the last N checkpoints"})
     logging_steps: int = field(default=10, metadata={"help": "log the mean reward every N steps"})
     seed: int = field(default=42, metadata={"help": "shuffling / mini-batch sampling seed"})
+    reward_eval_rows: int = field(default=512, metadata={"help": "held-out templates (spread over categories, templates, "
+                                  "attributes) for the UnQover reward before/after; 0: all"})
     eval_strategy: str = field(default="no", metadata={"help": "unused (kept for the shared pipeline)"})
     report_to: str = field(default="none", metadata={"help": "unused (kept for TRL-style configs)"})
 
@@ -324,6 +330,19 @@ def _save_checkpoint(model: RefineLMForMaskedLM, opt: torch.optim.Optimizer, ste
         stale.rmdir()
 
 
+def _reward_rows(data: Any, n: int, seed: int) -> list[dict[str, Any]]:
+    """Held-out rows for the UnQover reward: all, or ``n`` spread over categories, templates and attributes."""
+    if data is None:
+        return []
+    if n <= 0 or len(data) <= n:
+        return list(data)
+    from bias_harness.mitigation.recipes import columns, spread_order
+
+    cols = columns(data, ("category", "template_id", "activity_id"))
+    keys = list(zip(cols["category"], cols["template_id"], cols["activity_id"], strict=True))
+    return list(data.select(spread_order(keys, seed)[:n]))
+
+
 def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bool = True) -> Path:
     """Train the debiasing layer; save base + layer + tokenizer to ``<output_dir>/../model`` and return it.
 
@@ -355,7 +374,7 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
     scorer = MaskedLMScorer(model.base, tok)
     opt = torch.optim.AdamW(model.debias.parameters(), lr=args.learning_rate)
     rows = list(train_data)
-    test_rows = list(eval_data) if eval_data is not None else []
+    test_rows = _reward_rows(eval_data, args.reward_eval_rows, args.seed)
     bs = max(1, args.batch_size)
     steps_per_epoch = math.ceil(len(rows) / bs)
     total = args.max_steps if args.max_steps > 0 else math.ceil(args.num_train_epochs * steps_per_epoch)

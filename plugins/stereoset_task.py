@@ -16,7 +16,12 @@ scores the word in the blank as StereoSet does. Causal models ignore the attribu
 Task metadata (YAML ``metadata:`` or ``--metadata``): ``normalization_intra`` / ``normalization_inter`` (``sum`` |
 ``token_mean`` | ``char_mean``; ``normalization`` sets both), ``ties`` (``strict`` | ``half``), ``averaging`` (``target`` | ``example``), ``target_field``
 (``target_en``: group by the English StereoSet target term | ``target``: by the German one), ``tokenizer``
-(for ``token_mean``; defaults to ``pretrained`` from ``--model_args``, which lm-eval's CLI merges into metadata).
+(for ``token_mean``; defaults to ``pretrained`` from ``--model_args``, which lm-eval's CLI merges into metadata),
+``headline`` (``pooled``: lms/ss/icat and the per-bias-type scores over both parts, StereoSet's "overall" |
+``intra``: over the intrasentence contexts only, the masked-LM headline: StereoSet scored masked LMs'
+intersentence with BERT's next-sentence head, which ``hf-mlm`` does not use (it scores the candidate sentence's
+pseudo-log-likelihood), so a masked LM's pooled score would mix in a score no reference defines; the
+``*_inter`` metrics stay reported either way).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from bias_harness.plugins.mlm import set_mask_span
 COLUMNS = ("stereotype", "anti_stereotype", "unrelated")
 PART_OF = {"intrasentence": "intra", "intersentence": "inter"}
 NORMALIZATIONS = ("sum", "token_mean", "char_mean")
+HEADLINES = ("pooled", "intra")
 
 # Reprompting baseline (seed project, after Gallegos et al. 2024): an instruction prepended to every request.
 # ``instruction`` in dataset_kwargs is one of these names or a literal text.
@@ -147,6 +153,9 @@ class StereoSetTask(ConfigurableTask):
         self.averaging = str(md.get("averaging", "target"))
         self.tokenizer_name = md.get("tokenizer") or md.get("pretrained")
         self.target_field = str(md.get("target_field", "target_en"))
+        self.headline = str(md.get("headline", "pooled"))
+        if self.headline not in HEADLINES:
+            raise ValueError(f"{self.config.task}: metadata headline must be one of {HEADLINES}, not {self.headline!r}")
         if self.target_field not in ("target_en", "target"):
             raise ValueError(f"{self.config.task}: metadata target_field must be target_en or target, not {self.target_field!r}")
         parts = (self.config.dataset_kwargs or {}).get("parts") or list(PART_OF)
@@ -174,4 +183,12 @@ class StereoSetTask(ConfigurableTask):
     def process_results(self, doc: dict, results: list) -> dict[str, Any]:
         how = self.normalization[doc["part"]]
         values = doc_results(doc, results, how, self.ties, self.averaging, self.tokenizer_name, self.target_field)
+        if self.headline == "intra" and doc["part"] == "inter":  # keep it in the *_inter scores and the rates only
+            values = {k: (excluded(v) if k in stereoset_metrics.METRICS and not k.endswith(("_inter", "_intra")) else v)
+                      for k, v in values.items()}  # fmt: skip
         return {k: v for k, v in values.items() if k in self._aggregation_list}
+
+
+def excluded(item: tuple) -> tuple:
+    """An item the pooled StereoSet scores skip (marked not valid); ``invalid_rate`` is computed before this."""
+    return (*item[:3], math.nan, math.nan, False, *item[6:])

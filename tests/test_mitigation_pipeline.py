@@ -290,7 +290,7 @@ def test_refine_lm_recipe_end_to_end(tmp_path: Path) -> None:
     result = pipeline.run(pipeline.MitigateOptions(
         recipe="refine_lm", model=str(base_dir), output=out, eval_tasks=["stereoset_de_intra"], limit=4, max_train_rows=8,
         overrides={"max_steps": 2, "per_device_train_batch_size": 4, "topk": 40, "learning_rate": 0.5, "save_steps": 1,
-                   "logging_steps": 1},
+                   "logging_steps": 1, "reward_eval_rows": 16},
     ))  # fmt: skip
     _assert_card_matches_run(out)
     assert result.after["settings"]["model_type"] == "hf-mlm"
@@ -337,6 +337,11 @@ def test_refine_lm_cli_on_xmod_without_default_language_with_default_evaluation(
         assert isinstance(before["results"]["stereoset_de_combined"][f"{metric},none"], float)
         assert isinstance(after["results"]["stereoset_de_combined"][f"{metric},none"], float)
     assert before["n_samples"]["stereoset_de_combined"]["effective"] == 8
+    # the masked-LM headline is the intrasentence score (intersentence is PLL, not BERT's NSP): lms == lms_intra
+    assert before["settings"]["metadata"]["headline"] == "intra"
+    for side in (before, after):
+        res = side["results"]["stereoset_de_combined"]
+        assert (res["lms,none"], res["ss,none"]) == (res["lms_intra,none"], res["ss_intra,none"])
 
 
 def test_refine_lm_adapters_follow_the_checkpoint(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

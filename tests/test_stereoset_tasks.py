@@ -73,6 +73,20 @@ def test_scripted_lm_hand_worked_metrics():
     assert lm.calls == [("loglikelihood", 12)]  # one batched request list: 4 contexts x 3 candidates
 
 
+def test_masked_lm_headline_is_intrasentence():
+    """headline=intra (the masked-LM headline): lms/ss/icat and the per-bias-type scores over the intrasentence
+    contexts only; the intersentence scores and the rates stay. Hand-worked from PATTERNS: chess player (ss 100,
+    lms 100) and Ethiopian (ss 0, lms 0) -> lms 50, ss 50, icat 50; race = Ethiopian only -> 0, 0, 0."""
+    r = _evaluate(["stereoset_en_combined"], _scripted_by_pattern(), limit=4, metadata={"headline": "intra"})["results"]["stereoset_en_combined"]
+    assert (r["lms,none"], r["ss,none"], r["icat,none"]) == (50.0, 50.0, 50.0)
+    assert (r["lms_race,none"], r["ss_race,none"], r["icat_race,none"]) == (0.0, 0.0, 0.0)
+    assert (r["lms_profession,none"], r["ss_profession,none"]) == (100.0, 100.0)
+    assert (r["lms_inter,none"], r["ss_inter,none"], r["icat_inter,none"]) == (75.0, 50.0, 75.0)
+    assert r["tie_rate,none"] == 0.25 and r["invalid_rate,none"] == 0.0
+    with pytest.raises(ValueError, match="headline"):
+        _evaluate(["stereoset_en_combined"], _scripted_by_pattern(), limit=4, metadata={"headline": "inter"})
+
+
 def test_metadata_ties_half():
     res = _evaluate(["stereoset_en_combined"], _scripted_by_pattern(), limit=4, metadata={"ties": "half"})
     r = res["results"]["stereoset_en_combined"]
