@@ -3,20 +3,32 @@
 #   bash scripts/results.sh              # every step, then the report
 #   bash scripts/results.sh demet stop   # only these steps (the report is rewritten from whatever is in runs/results)
 #   bash scripts/results.sh report       # only the report
+#   BACKEND=hf bash scripts/results.sh   # force a backend (auto: vllm when `import vllm` works, else hf)
 # Models: SmolLM2-135M-Instruct (chat model) and the gemma-3-270m base model. Generation tasks run on SmolLM2 only,
 # with its chat template (--apply_chat_template); log-likelihood tasks run on both models as plain language models
-# (no chat template: both models score the same strings). CPU, greedy, --seed 0, batch size $BS.
-# --limit N = the first N documents of a task; --samples = the documents listed in scripts/results_samples/
-# (scripts/results_samples.py). The report flags every subset run next to its numbers.
+# (no chat template: both models score the same strings). Greedy unless a task samples, --seed 0.
+# Sizes: the full data of every task (no --limit), except where noted; --limit N = the first N documents of a task;
+# --samples = the documents listed in scripts/results_samples/ (scripts/results_samples.py). The report flags every
+# subset run next to its numbers.
+# Resumable: every step passes lm-eval's --use_cache (one SQLite response cache per model and backend, multi-turn
+# tasks cache every dialogue step), so a step cut short and started again only computes what is missing.
 # Outputs: runs/results/<model>/<group>/ (lm-eval --output_path, samples logged), report in docs/results/.
+# What does not fit in about an hour of a 2-core CPU is listed at the end of docs/results/README.md (NOT_RUN_HERE
+# below: the hand-written reasons), with the command that runs it on a GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export BIAS_HARNESS_RAW_DIR=${BIAS_HARNESS_RAW_DIR:-$(cd .. && pwd)/shared/data}
 BH=${BH:-$(command -v bias-harness || echo .venv/bin/bias-harness)}
+PY=${PY:-$(dirname "$BH")/python}
 OUT=${OUT:-runs/results}
 CACHE=${CACHE:-runs/cache}   # lm-eval's response cache: re-running a step after a parser/metric fix costs no model time
 BS=${BS:-16}
+BACKEND=${BACKEND:-auto}
+if [ "$BACKEND" = auto ]; then
+  if "$PY" -c "import vllm" >/dev/null 2>&1; then BACKEND=vllm; else BACKEND=hf; fi
+fi
+DEVICE=${DEVICE:-$("$PY" -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')" 2>/dev/null || echo cpu)}
 SUMMARY=$( [ -f docs/results/summary.md ] && echo docs/results/summary.md || true )
 SMOL=$($BH models prepare smollm2)
 GEMMA=$($BH models prepare gemma3-270m)
@@ -29,64 +41,92 @@ ev() {
     gemma3-270m) path=$GEMMA ;;
     *) echo "unknown model key $key" >&2; return 2 ;;
   esac
-  echo "== $key $group: $tasks ${limit:+--limit $limit} $*" >&2
-  $BH eval run --model hf --model_args "pretrained=$path,dtype=float32" --tasks "$tasks" \
-    --batch_size "$BS" --device cpu ${limit:+--limit "$limit"} --seed 0 \
-    --output_path "$OUT/$key/$group" --log_samples --use_cache "$CACHE/$key" "$@"
+  local run=(--model hf --model_args "pretrained=$path,dtype=float32" --batch_size "$BS" --device "$DEVICE")
+  local cpu=""   # vLLM on a CPU: gpu_memory_utilization = share of RAM for the KV cache (README "Backends")
+  [ "$DEVICE" = cuda ] || cpu=",gpu_memory_utilization=0.2"
+  [ "$BACKEND" = hf ] || run=(--model vllm --model_args "pretrained=$path,max_model_len=4096,enable_prefix_caching=True$cpu${VLLM_ARGS:+,$VLLM_ARGS}" --batch_size auto)
+  echo "== $key $group ($BACKEND): $tasks ${limit:+--limit $limit} $*" >&2
+  $BH eval run "${run[@]}" --tasks "$tasks" ${limit:+--limit "$limit"} --seed 0 \
+    --output_path "$OUT/$key/$group" --log_samples --use_cache "$CACHE/$key-$BACKEND" "$@"
 }
 CHAT=--apply_chat_template
 
-# DeMET: rows are ordered (slot, scenario, relationship type), so --limit 29*9*k takes whole slots and
-# --limit 9*k the first k scenarios of slot 0: every matched pair complete either way.
+# DeMET: the full human-written set (29 scenarios x 9 relationship types x 20 name slots = 5,220 prompts), the name
+# probe, the log-likelihood variant on both models, and the 80 GPT-4 scenarios (14,400 prompts).
 step_demet() {
-  ev smollm2 demet demet 261 $CHAT        # slot 0: all 29 scenarios x 9 relationship types
+  ev smollm2 demet demet "" $CHAT
   ev smollm2 demet demet_names "" $CHAT   # 30 names x 5 prompts
-  ev smollm2 demet demet_mc 522           # slots 0-1: every matched pair, same-gender ones included
-  ev gemma3-270m demet demet_mc 522
-  ev smollm2 demet demet_gpt4 720 $CHAT   # slot 0 of the 80 GPT-4 scenarios
+  ev smollm2 demet demet_mc ""
+  ev gemma3-270m demet demet_mc ""
+  ev smollm2 demet demet_gpt4 "" $CHAT
 }
 
-# STOP: multi-turn (up to 6 model turns per progression); a stratified 90 of 450 (1:3:1 severities, 9 demographics).
+# STOP: all 450 progressions, multi-turn (up to 6 model turns each, one lockstep step per turn).
 step_stop() {
-  ev smollm2 stop stop "" $CHAT --samples scripts/results_samples/stop.json
+  ev smollm2 stop stop "" $CHAT
 }
 
-# StereoSet: the groups run the combined task (intra and inter interleaved: --limit N = N/2 of each).
+# StereoSet: the groups run the combined task (every intra- and intersentence context), then the seed's reprompting
+# baseline (debiasing instruction prepended) on the same contexts.
 step_stereoset() {
-  ev smollm2 stereoset stereoset_de,stereoset_en 200
-  ev gemma3-270m stereoset stereoset_de,stereoset_en 200
-  # the seed's reprompting baseline (debiasing instruction prepended), same contexts
-  ev smollm2 stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt 200
-  ev gemma3-270m stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt 200
+  ev smollm2 stereoset stereoset_de,stereoset_en ""
+  ev gemma3-270m stereoset stereoset_de,stereoset_en ""
+  ev smollm2 stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt ""
+  ev gemma3-270m stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt ""
 }
 
-# Contact: contact_mini is ordered by template cell, then axis, scale and action: --limit 234 = one cell for every
-# axis x scale x action; the generation variant (chat) on the same 234 prompts.
+# Contact: contact_mini (7,020 prompts) by log-likelihood on both models, and its generation variant (chat).
 step_contact() {
-  ev smollm2 contact contact_mini 234
-  ev gemma3-270m contact contact_mini 234
-  ev smollm2 contact contact_mini_gen 234 $CHAT
+  ev smollm2 contact contact_mini ""
+  ev gemma3-270m contact contact_mini ""
+  ev smollm2 contact contact_mini_gen "" $CHAT
 }
 
-# Multi-agent (chat only): the Test-set tasks are ordered run-major, so --limit 32 = run 0 (the file's character
-# order) of all 32 scenarios; interaction is multi-turn (first assignment, discussion, last assignment: several
-# 160-384-token generations per dialogue), hence 4 scenarios. Detection: the first 40 fine-tune dev examples.
+# Multi-agent (chat only): the Test set (32 scenarios x 5 character orders = 160 documents) without and with
+# interaction, each with and without self-reflection (plain and with the in-context example); detection on the
+# fine-tune dev set; the School case study; the 111-scenario set without interaction (555 documents).
 step_multiagent() {
-  ev smollm2 multiagent multiagent_detect 40 $CHAT
-  ev smollm2 multiagent multiagent_nointeraction 10 $CHAT
-  ev smollm2 multiagent multiagent_test_nointeraction 32 $CHAT
-  ev smollm2 multiagent multiagent_test_interaction 4 $CHAT
+  ev smollm2 multiagent multiagent_detect "" $CHAT
+  ev smollm2 multiagent multiagent_nointeraction "" $CHAT
+  ev smollm2 multiagent multiagent_test_nointeraction,multiagent_test_nointeraction_sr,multiagent_test_nointeraction_sr_ice "" $CHAT
+  ev smollm2 multiagent multiagent_test_interaction,multiagent_test_interaction_sr,multiagent_test_interaction_sr_ice "" $CHAT
   ev smollm2 multiagent multiagent_school_leader,multiagent_school_deadline "" $CHAT
-  ev smollm2 multiagent multiagent_test_nointeraction_sr,multiagent_test_nointeraction_sr_ice 8 $CHAT
-  # not run for docs/results (about an hour of CPU here for 2 scenarios each):
-  # ev smollm2 multiagent multiagent_test_interaction_goal,multiagent_test_interaction_sr 2 $CHAT
 }
+
+# Not run for docs/results on the 2-core CPU (see NOT_RUN_HERE): the multi-turn interaction on the 111 Scenarios
+# with 5 character orders (555 dialogues) and the goal variants. `bash scripts/results.sh gpu` on a GPU machine.
+step_gpu() {
+  ev smollm2 multiagent multiagent_interaction,multiagent_interaction_goal "" $CHAT
+  ev smollm2 multiagent multiagent_test_interaction_goal,multiagent_test_interaction_goal_sr,multiagent_test_interaction_goal_sr_ice "" $CHAT
+}
+
+# Appended to docs/results/README.md by step_report (the estimates are hand-written: the code cannot know them).
+NOT_RUN_HERE=$(cat <<'MD'
+## What does not fit in about an hour of this 2-core CPU
+
+Estimated from single-thread CPU seconds measured with `--model hf` on SmolLM2 (batch 32; `scripts/demo.sh` sizes,
+2026-11-23, CPU shared with other jobs, so only CPU time is meaningful): 0.074 s per DeMET log-likelihood request,
+0.027 s per StereoSet request, 0.28 s per 32-token answer (Contact, DeMET), 1.6 s per STOP progression (6 turns),
+up to 14 s per 384-token multi-agent answer (batch 4, so an upper bound), about 21 s to start lm-eval and load the model. Everything
+else in `scripts/results.sh` fits in about an hour per task with `--model hf` (the longest, `demet_gpt4`:
+14,400 answers, about 40 min). Every step resumes from lm-eval's cache
+(`--use_cache`), so a run cut short can be finished later.
+
+| what | documents | estimate here (hf, 2 cores) | command on a GPU machine (setup installs vLLM, the script uses it) |
+|---|---|---|---|
+| `multiagent_test_interaction`, `_sr`, `_sr_ice` | 160 dialogues each (32 scenarios x 5 character orders), 6-8 answers of up to 384 tokens per dialogue | 2-3 h per task | `bash scripts/setup.sh && bash scripts/results.sh multiagent report` |
+| `multiagent_nointeraction` | 555 (111 Scenarios x 5 orders) | about 1-2 h | the same command |
+| `multiagent_interaction` (and `_goal`) | 555 dialogues | about 9 h per task | `bash scripts/results.sh gpu report` |
+| `multiagent_test_interaction_goal`, `_goal_sr`, `_goal_sr_ice` | 160 dialogues each | 2-3 h per task | `bash scripts/results.sh gpu report` |
+MD
+)
 
 step_report() {
   mapfile -t dirs < <(find "$OUT" -mindepth 2 -maxdepth 2 -type d | sort)
   # docs/results/summary.md: the hand-written paragraph per work (read by --summary, placed under each section)
   find docs/results -name '*.png' -delete 2>/dev/null || true   # no stale plots from earlier layouts
   $BH report "${dirs[@]}" --out docs/results ${SUMMARY:+--summary "$SUMMARY"}
+  printf '\n%s\n' "$NOT_RUN_HERE" >> docs/results/README.md
 }
 
 # `bash scripts/results.sh ev MODEL GROUP TASKS LIMIT ...` runs one evaluation by hand.
