@@ -93,8 +93,14 @@ def backend_label(data: dict[str, Any]) -> str:
     lib = BACKEND_LIBRARY.get(model, "")
     if lib == "transformers" and data.get("transformers_version"):
         lib += f" {data['transformers_version']}"
-    torch = re.search(r"PyTorch version: (\S+)", data.get("pretty_env_info") or "")
-    details = [d for d in (lib, f"torch {torch.group(1)}" if torch and model in ("hf", "hf-mlm") else "", cfg.get("device") or "") if d]
+    env = data.get("pretty_env_info") or ""
+    torch = re.search(r"PyTorch version: (\S+)", env)
+    if model in ("hf", "hf-mlm"):
+        details = [lib, f"torch {torch.group(1)}" if torch else "", cfg.get("device") or ""]
+    else:  # lm-eval records a default device that vLLM and API models ignore: say what the machine had instead
+        cuda = re.search(r"Is CUDA available: (\w+)", env)
+        details = [lib, {"True": "GPU", "False": "CPU"}.get(cuda.group(1), "") if cuda and lib == "vLLM" else ""]
+    details = [d for d in details if d]
     chat = "chat template" if data.get("chat_template") else ""
     details += [f"batch size {cfg['batch_size']}"] if cfg.get("batch_size") not in (None, "") else []
     details += [chat] if chat else []
