@@ -29,6 +29,7 @@ def test_accelerate_two_ranks_mitigate_stop_align(tiny_causal_lm: str, tmp_path:
     cmd = [str(Path(sys.executable).parent / "accelerate"), "launch", "--cpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
            "-m", "bias_harness", "mitigate", "stop_align", "--model", tiny_causal_lm, "--output", str(out),
+           "--eval-tasks", "stop",  # scale-out only: the recipe's default tasks are tested in test_mitigation_recipes
            "--limit", str(LIMIT), "--gen-kwargs", "max_gen_toks=2", "--batch-size", "2", "--max-train-rows", "4",
            "--set", "max_steps=2", "--set", "per_device_train_batch_size=1", "--set", "max_length=128",
            "--set", "save_steps=1", "--set", "logging_steps=1", "--set", "eval_strategy=no"]
