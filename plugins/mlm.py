@@ -16,6 +16,16 @@ masked models:
   alternatives. ``span_scoring=pll`` ignores the span and returns the PLL of the whole continuation.
   Unlike StereoSet's code (which tokenizes the word on its own), the word's tokens are those of the filled
   sentence (identical for WordPiece; for SentencePiece/BPE it keeps the word-initial marker as in running text).
+* if the request carries a sentence pair (``Instance.sentence_pair = (first, second)``, set by
+  :func:`set_sentence_pair`; the StereoSet intersentence task does this) and the checkpoint has a
+  next-sentence-prediction head (BERT pre-training weights ``cls.seq_relationship`` + pooler), the returned
+  log-likelihood is log P(is next) = log softmax of the NSP logits of ``[CLS] first [SEP] second [SEP]`` (token
+  types 0/1), index 0: StereoSet's intersentence scoring of BERT (``eval_discriminative_models.py``
+  ``evaluate_intersentence`` with ``BertForNextSentencePrediction``, ``intersentence_loader.py``
+  ``encode_plus(text=context, text_pair=sentence)``; it keeps the softmax probability, we return its log).
+  ``intersentence=auto`` (default) uses the head where the checkpoint has one and the conditional PLL otherwise
+  (logged), ``nsp`` requires it, ``pll`` never uses it. Every such request gets ``Instance.scored_by`` = ``"nsp"``
+  or ``"pll"`` (read by the task: :func:`scored_by`).
 * ``loglikelihood_rolling(text)``: the PLL of ``text``.
 
 Batching: every masked copy of every request is built first, sorted by length and run through the model in
@@ -23,7 +33,7 @@ batches of ``batch_size`` (across masked positions and across sentences).
 
 ``--model_args``: ``pretrained`` (path/name or a loaded model), ``tokenizer``, ``language`` (X-MOD language
 adapter, e.g. ``de_CH`` for SwissBERT: ``model.set_default_language``), ``span_scoring``, ``word_score``,
-``dtype``, ``trust_remote_code``, ``revision``; ``batch_size`` and ``device`` come from lm-eval.
+``intersentence``, ``dtype``, ``trust_remote_code``, ``revision``; ``batch_size`` and ``device`` come from lm-eval.
 
 The plain ``lm_eval`` CLI creates the model before any task code is imported, so it does not know
 ``hf-mlm``: use ``bias-harness eval`` (which imports ``bias_harness.plugins`` first) or the Python API.
@@ -44,6 +54,9 @@ from lm_eval.api.registry import register_model
 log = logging.getLogger(__name__)
 
 MASK_SPAN_ATTR = "mask_span"
+SENTENCE_PAIR_ATTR = "sentence_pair"
+SCORED_BY_ATTR = "scored_by"
+INTERSENTENCE = ("auto", "nsp", "pll")
 SPAN_SCORINGS = ("word", "pll")
 WORD_SCORES = ("mean_prob", "mean_logprob", "sum_logprob")
 ROBERTA_LIKE = ("roberta", "xlm-roberta", "xmod", "camembert")
@@ -56,6 +69,20 @@ def set_mask_span(instance: Any, start: int, end: int) -> None:
 
 def get_mask_span(instance: Any) -> tuple[int, int] | None:
     return getattr(instance, MASK_SPAN_ATTR, None)
+
+
+def set_sentence_pair(instance: Any, first: str, second: str) -> None:
+    """Mark a request as a (context, next sentence) pair that a next-sentence head may score."""
+    setattr(instance, SENTENCE_PAIR_ATTR, (first, second))
+
+
+def get_sentence_pair(instance: Any) -> tuple[str, str] | None:
+    return getattr(instance, SENTENCE_PAIR_ATTR, None)
+
+
+def scored_by(instance: Any) -> str | None:
+    """``"nsp"`` / ``"pll"`` once ``hf-mlm`` scored a sentence-pair request; ``None`` otherwise (other models, cache hits)."""
+    return getattr(instance, SCORED_BY_ATTR, None)
 
 
 def _register_local_architectures(pretrained: str) -> None:
@@ -192,6 +219,52 @@ class MaskedLMScorer:
         ]
 
 
+class NextSentenceScorer:
+    """log P(second follows first) from a next-sentence-prediction head (index 0 of BERT's NSP logits = "is next")."""
+
+    def __init__(self, model: Any, tokenizer: Any, batch_size: int = 16, device: str = "cpu") -> None:
+        self.model, self.tokenizer, self.batch_size, self.device = model, tokenizer, max(1, int(batch_size)), device
+        self.max_length = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
+        """(log P(is next), whether "is next" is the argmax) per (first, second) pair, in batches."""
+        import torch
+
+        out: list[tuple[float, bool]] = [(0.0, True)] * len(pairs)
+        lengths = [len(self.tokenizer(a, b)["input_ids"]) for a, b in pairs]
+        for i, n in enumerate(lengths):
+            if self.max_length and n > self.max_length:
+                raise ValueError(f"hf-mlm: sentence pair {i} has {n} tokens, more than the model's {self.max_length}: {pairs[i]!r}")
+        order = sorted(range(len(pairs)), key=lambda i: -lengths[i])
+        with torch.inference_mode():
+            for b in range(0, len(order), self.batch_size):
+                idx = order[b : b + self.batch_size]
+                enc = self.tokenizer([pairs[i][0] for i in idx], [pairs[i][1] for i in idx], padding=True,
+                                     return_tensors="pt", return_token_type_ids=True)  # fmt: skip
+                logits = self.model(**{k: v.to(self.device) for k, v in enc.items()}).logits
+                logp = torch.log_softmax(logits.float(), dim=-1)
+                for r, i in enumerate(idx):
+                    out[i] = (float(logp[r, 0]), bool(logp[r, 0] >= logp[r, 1]))
+        return out
+
+
+def load_nsp_head(pretrained: str, mlm: Any, load: dict[str, Any], dtype: Any) -> tuple[Any, str]:
+    """The checkpoint's next-sentence model (encoder shared with ``mlm``) or ``None``, and why."""
+    from transformers import AutoModelForNextSentencePrediction
+
+    try:
+        model, info = AutoModelForNextSentencePrediction.from_pretrained(pretrained, dtype=dtype, output_loading_info=True, **load)
+    except (ValueError, KeyError) as err:  # the architecture has no next-sentence head (X-MOD, RoBERTa, ...)
+        return None, f"{type(mlm).__name__} has no next-sentence-prediction head ({str(err).splitlines()[0][:120]})"
+    missing = [k for k in info.get("missing_keys", []) if "seq_relationship" in k or "pooler" in k]
+    if missing:
+        return None, f"the checkpoint has no next-sentence-prediction weights (missing {sorted(missing)})"
+    base, enc = getattr(model, "bert", None), getattr(mlm, "bert", None)
+    if base is not None and enc is not None:  # same checkpoint: share the encoder instead of holding it twice
+        base.embeddings, base.encoder = enc.embeddings, enc.encoder
+    return model, "the checkpoint has next-sentence-prediction weights"
+
+
 def _dtype(name: str | None):
     import torch
 
@@ -217,6 +290,7 @@ class HFMaskedLM(LM):
         dtype: str | None = None,
         span_scoring: str = "word",
         word_score: str = "mean_prob",
+        intersentence: str = "auto",
         trust_remote_code: bool = False,
         revision: str | None = None,
         **kwargs: Any,
@@ -227,29 +301,49 @@ class HFMaskedLM(LM):
 
         if kwargs:
             log.warning("hf-mlm: ignoring unknown model_args %s", sorted(kwargs))
+        if intersentence not in INTERSENTENCE:
+            raise ValueError(f"hf-mlm: intersentence must be one of {INTERSENTENCE}, not {intersentence!r}")
         if device is None or (str(device).startswith("cuda") and not torch.cuda.is_available()):
             device = "cuda" if torch.cuda.is_available() else "cpu"
         if isinstance(pretrained, str):
             load = {"trust_remote_code": bool(trust_remote_code), **({"revision": revision} if revision else {})}
             _register_local_architectures(pretrained)
             model = AutoModelForMaskedLM.from_pretrained(pretrained, dtype=_dtype(dtype), **load)
+            nsp, why = load_nsp_head(pretrained, model, load, _dtype(dtype)) if intersentence != "pll" else (None, "intersentence=pll")
             tok = tokenizer if tokenizer is not None and not isinstance(tokenizer, str) else AutoTokenizer.from_pretrained(tokenizer or pretrained, **load)
         else:
             model, tok = pretrained, tokenizer
+            nsp, why = None, "a loaded model object (the next-sentence head is read from a checkpoint path)"
             if tok is None or isinstance(tok, str):
                 tok = AutoTokenizer.from_pretrained(tok or model.config.name_or_path)
         if language:
             if not hasattr(model, "set_default_language"):
                 raise ValueError(f"hf-mlm: language={language!r} given, but {type(model).__name__} has no language adapters")
             model.set_default_language(language)
+        if intersentence == "nsp" and nsp is None:
+            raise ValueError(f"hf-mlm: intersentence=nsp, but {why}")
+        log.warning("hf-mlm: intersentence requests scored by %s: %s", "the next-sentence head" if nsp is not None
+                    else "conditional pseudo-log-likelihood", why)  # fmt: skip
         model.eval().to(device)
         bs = 16 if str(batch_size).startswith("auto") else int(batch_size)
         self.scorer = MaskedLMScorer(model, tok, bs, device, span_scoring, word_score)
+        self.nsp = NextSentenceScorer(nsp.eval().to(device), tok, bs, device) if nsp is not None else None
         self.model, self.tokenizer, self.language = model, tok, language
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-        triples = [(r.args[0], r.args[1], get_mask_span(r) if self.scorer.span_scoring == "word" else None) for r in requests]
-        out = self.scorer.score(triples)
+        pairs = [get_sentence_pair(r) for r in requests]
+        by_nsp = [i for i, p in enumerate(pairs) if p is not None and self.nsp is not None]
+        rest = sorted(set(range(len(requests))) - set(by_nsp))
+        out: list[tuple[float, bool]] = [(0.0, True)] * len(requests)
+        if by_nsp:
+            for i, res in zip(by_nsp, self.nsp.score([pairs[i] for i in by_nsp])):
+                out[i] = res
+        span = self.scorer.span_scoring == "word"
+        for i, res in zip(rest, self.scorer.score([(requests[i].args[0], requests[i].args[1], get_mask_span(requests[i]) if span else None) for i in rest])):
+            out[i] = res
+        for r, p in zip(requests, pairs):
+            if p is not None:
+                setattr(r, SCORED_BY_ATTR, "nsp" if self.nsp is not None else "pll")
         for r, res in zip(requests, out):
             self.cache_hook.add_partial("loglikelihood", r.args, res)
         return out

@@ -18,10 +18,15 @@ Task metadata (YAML ``metadata:`` or ``--metadata``): ``normalization_intra`` / 
 (``target_en``: group by the English StereoSet target term | ``target``: by the German one), ``tokenizer``
 (for ``token_mean``; defaults to ``pretrained`` from ``--model_args``, which lm-eval's CLI merges into metadata),
 ``headline`` (``pooled``: lms/ss/icat and the per-bias-type scores over both parts, StereoSet's "overall" |
-``intra``: over the intrasentence contexts only, the masked-LM headline: StereoSet scored masked LMs'
-intersentence with BERT's next-sentence head, which ``hf-mlm`` does not use (it scores the candidate sentence's
-pseudo-log-likelihood), so a masked LM's pooled score would mix in a score no reference defines; the
+``intra``: over the intrasentence contexts only, the masked-LM headline when intersentence is scored by
+pseudo-log-likelihood, a score no reference defines (StereoSet scored it with BERT's next-sentence head) |
+``auto`` (default): ``intra`` for intersentence contexts that ``hf-mlm`` scored by PLL, ``pooled`` otherwise; the
 ``*_inter`` metrics stay reported either way).
+
+Intersentence requests also carry the (context, candidate) pair (``Instance.sentence_pair``); ``hf-mlm`` scores them
+with the checkpoint's next-sentence head where it has one and records the scorer on the request
+(``Instance.scored_by``). NSP-scored contexts use ``normalization: sum`` whatever the metadata says (log P(is next)
+is no sum over tokens), and ``inter_nsp_rate`` reports the share of intersentence contexts scored by NSP.
 """
 
 from __future__ import annotations
@@ -35,12 +40,12 @@ import datasets
 from lm_eval.api.task import ConfigurableTask
 
 from bias_harness.plugins import data, stereoset_metrics
-from bias_harness.plugins.mlm import set_mask_span
+from bias_harness.plugins.mlm import scored_by, set_mask_span, set_sentence_pair
 
 COLUMNS = ("stereotype", "anti_stereotype", "unrelated")
 PART_OF = {"intrasentence": "intra", "intersentence": "inter"}
 NORMALIZATIONS = ("sum", "token_mean", "char_mean")
-HEADLINES = ("pooled", "intra")
+HEADLINES = ("auto", "pooled", "intra")
 
 # Reprompting baseline (seed project, after Gallegos et al. 2024): an instruction prepended to every request.
 # ``instruction`` in dataset_kwargs is one of these names or a literal text.
@@ -153,7 +158,8 @@ class StereoSetTask(ConfigurableTask):
         self.averaging = str(md.get("averaging", "target"))
         self.tokenizer_name = md.get("tokenizer") or md.get("pretrained")
         self.target_field = str(md.get("target_field", "target_en"))
-        self.headline = str(md.get("headline", "pooled"))
+        self.headline = str(md.get("headline", "auto"))
+        self._pair_requests: dict[str, list[Any]] = {}  # intersentence doc id -> its requests (scorer read back)
         if self.headline not in HEADLINES:
             raise ValueError(f"{self.config.task}: metadata headline must be one of {HEADLINES}, not {self.headline!r}")
         if self.target_field not in ("target_en", "target"):
@@ -178,15 +184,33 @@ class StereoSetTask(ConfigurableTask):
             start, end = doc["span_start"][inst.idx], doc["span_end"][inst.idx]
             if start >= 0:
                 set_mask_span(inst, start, end)
+            elif doc["part"] == "inter":  # (context, candidate) as StereoSet's NSP scoring pairs them (choice = " " + sentence)
+                set_sentence_pair(inst, doc["prompt"], doc["choices"][inst.idx][1:])
+        if doc["part"] == "inter":
+            self._pair_requests[doc["id"]] = list(requests)
         return requests
 
+    def inter_scorer(self, doc: dict) -> str | None:
+        """``"nsp"`` / ``"pll"`` when ``hf-mlm`` scored this intersentence document, else ``None``."""
+        found = {scored_by(inst) for inst in self._pair_requests.get(doc["id"], [])} - {None}
+        return found.pop() if len(found) == 1 else None
+
     def process_results(self, doc: dict, results: list) -> dict[str, Any]:
-        how = self.normalization[doc["part"]]
+        scorer = self.inter_scorer(doc) if doc["part"] == "inter" else None
+        how = "sum" if scorer == "nsp" else self.normalization[doc["part"]]
         values = doc_results(doc, results, how, self.ties, self.averaging, self.tokenizer_name, self.target_field)
-        if self.headline == "intra" and doc["part"] == "inter":  # keep it in the *_inter scores and the rates only
+        values["inter_nsp_rate"] = float(scorer == "nsp") if doc["part"] == "inter" else None
+        intra_only = self.headline == "intra" or (self.headline == "auto" and scorer == "pll")
+        if intra_only and doc["part"] == "inter":  # keep it in the *_inter scores and the rates only
             values = {k: (excluded(v) if k in stereoset_metrics.METRICS and not k.endswith(("_inter", "_intra")) else v)
                       for k, v in values.items()}  # fmt: skip
         return {k: v for k, v in values.items() if k in self._aggregation_list}
+
+
+def share_scored(values: list[float | None]) -> float:
+    """``inter_nsp_rate``: the share of intersentence contexts scored by a next-sentence head (0 when there are none)."""
+    inter = [v for v in values if v is not None]
+    return sum(inter) / len(inter) if inter else 0.0
 
 
 def excluded(item: tuple) -> tuple:
