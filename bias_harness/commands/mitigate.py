@@ -47,7 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="local: train here with TRL; openai: upload the SFT data and start an OpenAI fine-tuning job")
     p.add_argument("--set", dest="overrides", type=_kv, action="append", default=[], metavar="KEY=VALUE",
                    help="override a TRL config key of the recipe, e.g. --set max_steps=20 --set use_peft=true")
-    p.add_argument("--max-train-rows", type=int, default=None, help="train on the first N rows only (small budgets)")
+    p.add_argument("--max-train-rows", type=int, default=None, help="train on N rows only (small budgets): scd and refine_lm a seeded sample spread over scales, scenarios, "
+                        "principles and axes (scd) or categories, templates and attributes (refine_lm); "
+                        "other recipes the first N rows")
     p.add_argument("--batch-size", type=int, default=8, help="lm-eval batch size (same for both evaluations)")
     p.add_argument("--gen-kwargs", default=None, help="lm-eval --gen_kwargs for both evaluations, e.g. max_gen_toks=64")
     p.add_argument("--metadata", type=json_object, default={}, help="task metadata as JSON (lm-eval --metadata)")
