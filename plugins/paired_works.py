@@ -85,12 +85,8 @@ def _stop() -> Adapter:
         if metric == "P_counter":
             return None if it.counterfactual == sm.INVALID else float(it.counterfactual == sm.NO)
         if metric == "P" or (metric.startswith("P_") and metric[2:] == it.severity):
-            if hasattr(sm, "is_success"):  # the success rule of the metrics module itself
-                ok = sm.is_success(it)
-                return None if ok is None else float(ok)
-            if math.isnan(it.sensitivity):
-                return None
-            return float(math.isclose(it.sensitivity, sm.IDEAL_SENSITIVITY[it.severity], abs_tol=1e-6))
+            ok = sm.is_success(it)  # the success rule of the metrics module itself
+            return None if ok is None else float(ok)
         return None
 
     return Adapter(
