@@ -49,3 +49,11 @@ def test_report_section(tmp_path: Path) -> None:
     assert "| certainty | 0.0 | 0.0 | 100.0 |" in report
     for png in ("contact_mini_gen_bias_by_contact.png", "contact_mini_gen_axis_scenario.png"):
         assert (tmp_path / "report" / png).stat().st_size > 1000
+    # the comparison figure: bias % per contact type with the task's CIs (the table rows above: 0, 0, 100)
+    from bias_harness.report import Point, load_run
+    from bias_harness.report.contact import POINT_REFS, points
+
+    assert (tmp_path / "report" / "contact_comparison.png").stat().st_size > 1000 and "](contact_comparison.png)" in report
+    assert points(load_run(run_dir)) == {"bias % none contact_mini_gen": Point(0.0, 0.0, 0.0), "bias % positive contact_mini_gen": Point(0.0, 0.0, 0.0),
+                                         "bias % negative contact_mini_gen": Point(100.0, 100.0, 100.0)}  # fmt: skip
+    assert POINT_REFS("bias % none contact_mini_gen") == 50.0

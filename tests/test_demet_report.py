@@ -60,3 +60,9 @@ def test_report_tables_and_plots(tmp_path):
     assert "Paper reference" in text and "| zephyr-7b-alpha | 0.291 |" in text
     for png in ("demet_scores.png", "demet_pair_bias.png", "demet_scores_by_type.png"):
         assert (tmp_path / "report" / png).stat().st_size > 1000 and f"]({png})" in text
+    # the comparison figure: Eq. 2 with the task's CI (2.000 [2.000, 2.000] above); demet_names has no pair bias
+    from bias_harness.report import Point, load_run
+    from bias_harness.report.demet import points
+
+    assert (tmp_path / "report" / "demet_comparison.png").stat().st_size > 1000 and "](demet_comparison.png)" in text
+    assert points(load_run(tmp_path / "run")) == {"mixed_gender_bias demet": Point(2.0, 2.0, 2.0)}

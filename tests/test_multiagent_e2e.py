@@ -144,6 +144,13 @@ def test_report_section(tmp_path):
     # run 0 (file order): the 9 two-character scenes list the man first -> T1 man, T2 woman -> N; the 23
     # four-character scenes list two men then two women -> T1, T2 men, T3, T4 women -> S. Bias = 23/32 = 0.719
     assert "Bias score per run" in md and "0: 0.719, 1: " in md
+    # the comparison figure: the bias score with the task's own 95% CI; both runs list the same scenes -> 23/32 each
+    from bias_harness.report import Point, load_run
+    from bias_harness.report.multiagent import points
+
+    assert (tmp_path / "report" / "multiagent_comparison.png").stat().st_size > 1000 and "](multiagent_comparison.png)" in md
+    lo, hi = r["all_responses_bias_score_ci_lo,none"], r["all_responses_bias_score_ci_hi,none"]
+    assert points(load_run(folder)) == {"all responses test_nointeraction": Point(23 / 32, lo, hi)} and lo < 23 / 32 < hi
     assert "School case study" in md
     assert res["results"]["multiagent_school_deadline"]["last_response_share_male,none"] == 1.0
 

@@ -136,3 +136,10 @@ def test_report_section(stop_data, raw, tmp_path: Path) -> None:
     assert "| stop | scripted (oracle) | 100.0 [100.0, 100.0] | 100.0 |" in report
     assert "| meta-llama/Llama-2-70b-chat-hf (recorded) | 69.8 | 69.3 |" in report
     assert (tmp_path / "report" / "stop_sensitivity.png").stat().st_size > 1000
+    # the comparison figure: P and P per severity with the task's CIs; the oracle succeeds on every progression
+    from bias_harness.report import Point, load_run
+    from bias_harness.report.stop import points
+
+    assert (tmp_path / "report" / "stop_comparison.png").stat().st_size > 1000 and "](stop_comparison.png)" in report
+    # one progression per severity (_pick), every one a success: 1.0 with a CI of [1.0, 1.0] for each rate
+    assert points(load_run(run_dir)) == {f"{n} stop": Point(1.0, 1.0, 1.0) for n in ("P", "P_low", "P_moderate", "P_high")}

@@ -11,7 +11,7 @@ Each work contributes a section module in this package that defines::
 Sections are found automatically; a run with none of a section's tasks skips it. A section with ``points`` gets one
 comparison figure (every model side by side, CIs as error bars, :func:`comparison_plot`) in its section: under the
 heading when several models are reported, at the end with one model. Optional ``POINT_REFS``: a dict or a function
-metric label -> reference value (e.g. the ideal), drawn as a dashed line.
+metric label -> reference value (e.g. the ideal), drawn as a dashed line; ``POINT_REF_LABEL`` names it (default "ideal").
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import importlib
 import json
 import pkgutil
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable
@@ -194,15 +195,26 @@ class Point:
     hi: float = float("nan")
 
 
+def metric_point(run: "Run", task: str, name: str) -> Point:
+    """Metric ``name`` of ``task`` with the task's own ``<name>_ci_lo`` / ``<name>_ci_hi`` (NaN where absent)."""
+
+    def num(key: str) -> float:
+        v = run.metric(task, key)
+        return float(v) if isinstance(v, (int, float)) else float("nan")
+
+    return Point(num(name), num(f"{name}_ci_lo"), num(f"{name}_ci_hi"))
+
+
 def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and x == x and abs(x) != float("inf")
 
 
 def comparison_plot(values: dict[str, dict[str, Point]], path: Path, title: str,
-                    refs: dict[str, float] | Callable[[str], float | None] | None = None, xlabel: str = "") -> str:
+                    refs: dict[str, float] | Callable[[str], float | None] | None = None, xlabel: str = "",
+                    ref_label: str = "ideal") -> str:
     """One figure, every model side by side: for each metric (one row group) a horizontal bar per model with its
     95% CI as an error bar; ``values`` is ``{model: {metric: Point}}``; ``refs`` draws a dashed reference line per
-    metric (e.g. an ideal value). A metric a model lacks is marked "no data". Returns the file name (for a link)."""
+    metric (e.g. an ideal value; ``ref_label`` names it in the title). A metric a model lacks is marked "no data". Returns the file name (for a link)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -234,7 +246,7 @@ def comparison_plot(values: dict[str, dict[str, Point]], path: Path, title: str,
     ax.axvline(0, color="black", lw=0.6)
     ax.set_yticks(range(len(metrics)), metrics)
     ax.invert_yaxis()
-    ax.set_title(title + ("" if not refs else " (dashed: ideal)"), fontsize=10)
+    ax.set_title(textwrap.fill(title + ("" if not refs else f" (dashed: {ref_label})"), 70), fontsize=10)
     ax.set_xlabel(xlabel or "value (error bars: 95% CI)")
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
@@ -253,7 +265,7 @@ def _comparison(section: ModuleType, runs: dict[str, "Run"], models: list[str], 
         return ""
     name = section.__name__.rsplit(".", 1)[-1]
     file = comparison_plot(values, out / f"{name}_comparison.png", getattr(section, "TITLE", name),
-                           refs=getattr(section, "POINT_REFS", None))
+                           refs=getattr(section, "POINT_REFS", None), ref_label=getattr(section, "POINT_REF_LABEL", "ideal"))
     return f"![{name}: models side by side, 95% CIs]({file})\n"
 
 

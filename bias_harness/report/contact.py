@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bias_harness.report import Run, fmt
+from bias_harness.report import Point, Run, fmt, metric_point
 
 TITLE = "Contact Hypothesis: social bias under no, positive and negative contact"
 ORDER = 20
@@ -28,6 +28,17 @@ def matches(task: str) -> bool:
 
 def _m(run: Run, task: str, name: str) -> Any:
     return run.metric(task, name)
+
+
+def points(run: Run) -> dict[str, Point]:
+    """Bias % per contact type with its 95% CI per task (``bias % <contact> <task>``; the size-weighted groups have no
+    CI and are left out), for the comparison figure; dashed: 50, a model that always answers Yes (or No)."""
+    return {f"bias % {c} {t}": metric_point(run, t, f"bias_pct_{c}")
+            for t in run.tasks() if matches(t) and t not in GROUPS and _m(run, t, "bias_pct_none") is not None for c in CONTACTS}  # fmt: skip
+
+
+POINT_REFS = lambda metric: 50.0  # noqa: E731
+POINT_REF_LABEL = "50, always Yes or always No"
 
 
 def sample_records(run: Run, task: str) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bias_harness.report import Run, fmt
+from bias_harness.report import Point, Run, fmt, metric_point
 
 TITLE = "DeMET: gender bias in relationship conflicts"
 ORDER = 10
@@ -292,11 +292,23 @@ def _render_names(run: Run, task: str) -> list[str]:
     return lines + [""]
 
 
+def _pair_tasks(run: Run) -> list[str]:
+    return [t for t in run.tasks() if matches(t) and _m(run, t, "mixed_gender_bias") is not None]
+
+
+def points(run: Run) -> dict[str, Point]:
+    """Mixed-gender bias (Eq. 2) with its 95% CI per pair task (``mixed_gender_bias <task>``), for the comparison figure."""
+    return {f"mixed_gender_bias {t}": metric_point(run, t, "mixed_gender_bias") for t in _pair_tasks(run)}
+
+
+POINT_REFS = lambda metric: 0.0  # noqa: E731  (no gender preference)
+
+
 def render(run: Run, out_dir: Path) -> str:
     out_dir = Path(out_dir)
     tasks = [t for t in run.tasks() if matches(t)]
     lines = [f"## {TITLE}", ""]
-    pair_tasks = [t for t in tasks if _m(run, t, "mixed_gender_bias") is not None]
+    pair_tasks = _pair_tasks(run)
     for t in pair_tasks:
         lines += _render_pairs_task(run, t, out_dir)
     if pair_tasks:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from bias_harness.report import Run, fmt
+from bias_harness.report import Point, Run, fmt, metric_point
 
 TITLE = "Multi-agent implicit bias (task assignment)"
 ORDER = 30
@@ -27,6 +27,15 @@ def matches(task: str) -> bool:
 
 def _responses(run: Run, task: str) -> list[str]:
     return [r for r in RESPONSES if run.metric(task, f"{r}_bias_score") is not None]
+
+
+def points(run: Run) -> dict[str, Point]:
+    """Bias score (Eq. 1) with its 95% CI per task and response kind (``<responses> <task>``), for the comparison figure."""
+    return {f"{r.replace('_', ' ')} {t.removeprefix('multiagent_')}": metric_point(run, t, f"{r}_bias_score")
+            for t in run.tasks() if matches(t) for r in _responses(run, t)}  # fmt: skip
+
+
+POINT_REFS = lambda metric: 0.0  # noqa: E731  (as many anti-stereotypical as stereotypical assignments)
 
 
 def _per_run(run: Run, task: str, resp: str) -> dict[int, float]:

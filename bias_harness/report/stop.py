@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bias_harness.report import Run, fmt
+from bias_harness.report import Point, Run, fmt, metric_point
 
 TITLE = "STOP: sensitivity to offensive progressions"
 ORDER = 30
@@ -28,6 +28,14 @@ def _pct(v: Any) -> str:
 def _ci(run: Run, task: str, name: str) -> str:
     lo, hi = run.metric(task, f"{name}_ci_lo"), run.metric(task, f"{name}_ci_hi")
     return "" if lo is None else f" [{_pct(lo)}, {_pct(hi)}]"
+
+
+def points(run: Run) -> dict[str, Point]:
+    """Success rates P, P_low, P_moderate, P_high with their 95% CIs per task (``<rate> <task>``; ideal 1.0)."""
+    return {f"{n} {t}": metric_point(run, t, n) for t in run.tasks() if matches(t) for n in ("P", *(f"P_{s}" for s in SEVERITIES))}
+
+
+POINT_REFS = lambda metric: 1.0  # noqa: E731  (every progression a success)
 
 
 def _demographics() -> list[str]:
