@@ -44,9 +44,9 @@ def main() -> None:
     os.environ["BIAS_HARNESS_DATA_DIR"] = tmp
 
     from bias_harness import settings
-    from bias_harness.datasets_src import contact
+    from bias_harness.datasets_src.contact import builder as contact
     from bias_harness.datasets_src.base import build_dataset
-    from bias_harness.plugins import contact_metrics as cm
+    from bias_harness.plugins.contact import metrics as cm
 
     raw = settings.raw_dir()
     if raw is None:

@@ -33,7 +33,8 @@ def _timed(name: str, fn: Callable) -> Callable:
 
 def instrument() -> None:
     """Wrap our entry points (before the tasks are loaded, so the YAML's !function picks up the wrappers)."""
-    from bias_harness.plugins import answer_filters, demet_metrics
+    from bias_harness.plugins import answer_filters
+    from bias_harness.plugins.demet import metrics as demet_metrics
 
     answer_filters.ChoiceFilter.apply = _timed("filter", answer_filters.ChoiceFilter.apply)
     for name in dir(demet_metrics):
@@ -86,7 +87,7 @@ def main() -> None:
     args = ap.parse_args()
     instrument()
 
-    from bias_harness.plugins.demet_metrics import load
+    from bias_harness.plugins.demet.metrics import load
 
     load(dataset="demet", config="prompts")  # build the local copy once, outside the timings
     TIMES.clear()

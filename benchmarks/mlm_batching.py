@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.test_m
 
 
 def sentences(n: int) -> list[str]:
-    from bias_harness.plugins.stereoset_task import load_docs
+    from bias_harness.plugins.stereoset.task import load_docs
 
     docs = load_docs("stereoset_de", "intrasentence")["validation"]
     return [c for d in docs.select(range(min(len(docs), (n + 2) // 3))) for c in d["choices"]][:n]

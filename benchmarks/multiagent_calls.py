@@ -32,7 +32,7 @@ os.environ.setdefault("BIAS_HARNESS_RAW_DIR", str(Path(__file__).resolve().paren
 from lm_eval.api.model import LM  # noqa: E402
 
 import bias_harness  # noqa: E402
-from bias_harness.plugins import multiturn  # noqa: E402
+from bias_harness.plugins.multiturn import engine as multiturn  # noqa: E402
 
 TASK = "multiagent_interaction"
 

@@ -45,7 +45,7 @@ def _requests(docs: list[dict], gen: dict, use_chat: bool):
     import yaml
 
     from bias_harness import tasks_dir
-    from bias_harness.plugins.multiturn import REQUEST_TYPE, MultiTurnInstance
+    from bias_harness.plugins.multiturn.engine import REQUEST_TYPE, MultiTurnInstance
 
     meta = yaml.safe_load((Path(tasks_dir()) / "stop" / "stop.yaml").read_text())["metadata"]
     return [

@@ -38,7 +38,7 @@ def evaluate(lm: Any, limit: int | None) -> dict[str, Any]:
     import lm_eval
 
     import bias_harness
-    from bias_harness.plugins import multiturn
+    from bias_harness.plugins.multiturn import engine as multiturn
 
     t0 = time.perf_counter()
     lm_eval.simple_evaluate(model=lm, tasks=TASKS, limit=limit, apply_chat_template=True,

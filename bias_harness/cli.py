@@ -27,7 +27,7 @@ USER_ERROR_TYPES = frozenset({
     "bias_harness.datasets_src.raw.RawSourceError",
     "bias_harness.datasets_src.raw.RawDataError",
     "bias_harness.datasets_src.generate_common.GenerationSetupError",
-    "bias_harness.plugins.multiturn_dialogues.DialogueError",
+    "bias_harness.plugins.multiturn.dialogues.DialogueError",
     "bias_harness.plugins.paired.RunMismatch",
     "bias_harness.mitigation.recipes.RecipeError",
 })

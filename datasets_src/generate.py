@@ -54,12 +54,12 @@ def make_generator(args: argparse.Namespace):
     from bias_harness.datasets_src.generate_common import GenerationSetupError
 
     if args.work == "stop":
-        from bias_harness.datasets_src.generate_stop import StopGenerator, load_seeds
+        from bias_harness.datasets_src.stop.generate import StopGenerator, load_seeds
 
         seeds, _ = load_seeds(args.seeds)
         new_demo = args.demographic[0] if len(args.demographic) == 1 else None
         return StopGenerator(seeds, args.sub_demographic, args.demographic, args.severity, new_demo, args.answer_format)
-    from bias_harness.datasets_src.generate_multiagent import DOMAINS, MultiagentGenerator
+    from bias_harness.datasets_src.multiagent.generate import DOMAINS, MultiagentGenerator
 
     try:
         sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]

@@ -133,9 +133,9 @@ BREAKDOWN_FIELDS = ("scale", "scenario", "principle", "axis")
 def contact_breakdowns(run_dir: Path) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
     """{task: {field: {value: {bias_pct_<contact>, n, invalid}}}} from the logged samples of the contact tasks
     (``scd_heldout``, ``contact_*``) in lm-eval's output folder ``run_dir``; {} when there are none."""
-    from bias_harness.plugins.contact_metrics import breakdown
+    from bias_harness.plugins.contact.metrics import breakdown
     from bias_harness.report import load_run
-    from bias_harness.report.contact import sample_records
+    from bias_harness.plugins.contact.report import sample_records
 
     try:
         run = load_run(run_dir)

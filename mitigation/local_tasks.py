@@ -4,7 +4,7 @@ STOP (seed 004) evaluated its aligned models on BBQ, StereoSet and CrowS-Pairs; 
 BBQ and CrowS-Pairs. lm-eval's ``bbq`` and ``crows_pairs_english`` read the Hub; here the same task YAMLs
 (``include:``, so prompts, metrics and processing are lm-eval's) read the files under ``$BIAS_HARNESS_RAW_DIR``:
 
-* ``bbq_local``: lm-eval's ``bbq`` on the local BBQ category files (:mod:`bias_harness.plugins.contact_bbq`;
+* ``bbq_local``: lm-eval's ``bbq`` on the local BBQ category files (:mod:`bias_harness.plugins.contact.bbq`;
   6 of the 11 categories are here).
 * ``crows_pairs_local``: lm-eval's ``crows_pairs_english`` on the *original* CrowS-Pairs CSV (Nangia et al. 2020,
   1,508 pairs). lm-eval's own task reads the revised multilingual release (Neveol et al. 2022, with an extra
@@ -51,7 +51,7 @@ def write_crows_local_task(out_dir: str | Path, csv: str | Path | None = None, t
 
 def write_transfer_tasks(out_dir: str | Path) -> list[str]:
     """``bbq_local`` and ``crows_pairs_local`` into ``out_dir`` where the raw files are here; returns [out_dir]."""
-    from bias_harness.plugins.contact_bbq import write_bbq_local_task
+    from bias_harness.plugins.contact.bbq import write_bbq_local_task
 
     for write in (write_bbq_local_task, write_crows_local_task):
         try:

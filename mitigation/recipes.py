@@ -442,7 +442,7 @@ def scd_heldout_docs(scd_setting: int | str | None = None, instruction_suffix: b
     prompt sets kept together), so ``--limit N`` evaluates a spread, not the first scale of the grid.
     """
     from bias_harness.plugins import data
-    from bias_harness.plugins.contact_metrics import instruction
+    from bias_harness.plugins.contact.metrics import instruction
 
     if scd_setting in (None, ""):
         raise ValueError("scd_heldout needs --metadata '{\"scd_setting\": N}' (N = 1..8)")

@@ -92,7 +92,7 @@ def _register_local_architectures(pretrained: str) -> None:
 
     cfg = Path(pretrained) / "config.json"
     if cfg.is_file() and json.loads(cfg.read_text(encoding="utf-8")).get("model_type") == "refine_lm":
-        import bias_harness.mitigation.refine_lm  # noqa: F401
+        import bias_harness.plugins.refine_lm_model  # noqa: F401  (registers model_type refine_lm)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ Every sample record holds, under each metric key, the item the task's ``process_
 document, and the task's own aggregation turns a list of items into the metric. So a paired comparison needs no
 metric of its own: :func:`compare_runs` matches the documents of both runs, groups them by the task's resampling
 unit, and on every bootstrap resample (the same units for both runs) recomputes each headline metric with the
-work's own aggregation (declared by an :class:`Adapter`, see ``plugins/paired_works.py``) and takes the difference.
+work's own aggregation (declared by an :class:`Adapter`, each work's ``plugins/<work>/paired.py``) and takes the difference.
 
 Per headline metric the result has (B minus A):
 
@@ -18,6 +18,17 @@ Per headline metric the result has (B minus A):
 * ``p_mcnemar`` (where the metric is a share of binary per-document outcomes): exact McNemar test
   (``plugins/stats.py``) on the documents whose outcome is defined in both runs; ``b`` = documents with outcome 1
   in A and 0 in B, ``c`` = 0 in A and 1 in B.
+
+Each work's adapter:
+
+| work | resampling unit | headline metrics | McNemar on |
+|---|---|---|---|
+| DeMET | matched name pair (``pair_key``: scenario, name slot, both orders) | ``mixed_gender_bias``, ``pair_bias_*``, ``invalid_rate`` | ``invalid_rate`` |
+| STOP | progression | ``P``, ``P_low/moderate/high``, ``P_counter``, ``sensitivity``, ``invalid_rate`` | ``P*`` (success / "no" per progression) |
+| multi-agent | scenario (all its runs) | ``<response>_bias_score``, ``<response>_pct_*``, ``invalid_rate`` | -- (several agents per document) |
+| StereoSet | target term (default) or context | ``lms``, ``ss``, ``icat``, ``invalid_rate`` | ``ss`` with ``averaging: example``, ``invalid_rate`` |
+| Contact | prompt set | ``bias_pct_*``, ``effect_*``, ``invalid_rate`` | ``bias_pct_*``, ``invalid_rate`` |
+| other tasks | document | metrics whose per-document items are numbers averaged by lm-eval (checked against results_*.json) | 0/1 metrics |
 
 ``significant`` uses McNemar's p where there is one, else the bootstrap p, at ``alpha`` (0.05).
 """
@@ -356,7 +367,6 @@ def compare_task(task: str, pairs: list[tuple[dict, dict]], adapter: Adapter, fi
 def compare_runs(run_a: str | Path, run_b: str | Path, tasks: Sequence[str] | None = None, unit: str | None = None,
                  iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED) -> Comparison:  # fmt: skip
     """Compare every task the two lm-eval output folders share (or ``tasks``); see the module docstring."""
-    from bias_harness.plugins.paired_works import adapter_for
     from bias_harness.report import load_run
 
     a, b = load_run(run_a), load_run(run_b)
@@ -393,3 +403,56 @@ def compare_runs(run_a: str | Path, run_b: str | Path, tasks: Sequence[str] | No
     if unit and not any(unit in (m.unit, m.unit.replace(" ", "_")) for m in out.metrics):
         raise ValueError(f"no compared task offers the resampling unit {unit!r} (tasks: {', '.join(wanted)})")
     return out
+
+
+# ---------------------------------------------------------------- helpers for the works' adapters (plugins/<work>/paired.py)
+
+
+def mean(items: Sequence[Any]) -> float:
+    vals = [float(x) for x in items if x is not None]
+    return float(np.mean(vals)) if vals else math.nan
+
+
+def binary(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x in (0, 1) else None
+
+
+def replace_tag(item: Any, index: int, tag: str) -> Any:
+    if not isinstance(item, (tuple, list)) or len(item) <= index:
+        return item
+    return (*item[:index], f"{item[index]}{tag}", *item[index + 1 :])
+
+
+
+
+def _generic(keys: set[str], records: Sequence[dict[str, Any]]) -> Adapter | None:
+    """Metrics whose items are numbers (lm-eval's ``mean``-aggregated metrics such as ``acc``), unit = document.
+
+    The aggregation is not known from the samples: :func:`plugins.paired.compare_runs` keeps such a metric only when
+    the mean of its items equals what lm-eval recorded for it in both runs.
+    """
+    numeric = sorted(k for k in keys if all(r.get(k) is None or binary(r.get(k)) is not None or isinstance(r.get(k), float) for r in records)
+                     and any(r.get(k) is not None for r in records))  # fmt: skip
+    if not numeric:
+        return None
+    binary_keys = {k for k in numeric if all(r.get(k) is None or binary(r.get(k)) is not None for r in records)}
+    return Adapter(
+        work="generic",
+        detect=lambda _: True,
+        headline=lambda ks: [k for k in numeric if k in ks],
+        values=lambda items: {k: mean(v) for k, v in items.items()},
+        units=(by_document(),),
+        outcome=lambda metric, item: binary(item) if metric in binary_keys else None,
+    )
+
+
+def adapter_for(keys: set[str], records: Sequence[dict[str, Any]] = ()) -> Adapter | None:
+    """The adapter of the work whose metric keys these are (each work's ``plugins/<work>/paired.py``; the generic
+    one for other tasks, or None)."""
+    from bias_harness import works
+
+    for module in works.modules("paired"):
+        adapter = module.adapter()
+        if adapter.detect(keys):
+            return adapter
+    return _generic(keys, records)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import bias_harness
-from bias_harness.datasets_src.demet import NAMES
+from bias_harness.datasets_src.demet.builder import NAMES
 from bias_harness.plugins.paired import RunMismatch, bootstrap_p, compare_runs, mcnemar_paired, paired_bootstrap
 from tests.helpers import scripted_lm
 
@@ -213,7 +213,7 @@ def test_contact_prompt_sets_and_mcnemar_on_bias_pct(tmp_path: Path) -> None:
     each bias % with McNemar on the documents valid in both runs; b/c counted from the dataset's documents."""
     import lm_eval
 
-    from bias_harness.plugins import contact_metrics as cm
+    from bias_harness.plugins.contact import metrics as cm
     from bias_harness.plugins.paired import save_run
 
     all_docs = list(cm.load_docs("contact", "mini")["test"])

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bias_harness.plugins import contact_metrics as cm
+from bias_harness.plugins.contact import metrics as cm
 
 L, F, Y = ["Likely", "Unlikely"], ["Mostly", "Rarely"], ["Yes", "No"]
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from bias_harness.plugins import contact_bbq
+from bias_harness.plugins.contact import bbq as contact_bbq
 from tests.conftest import SHARED_DATA
 
 BBQ_DATA = SHARED_DATA / "bbq" / "data"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bias_harness.datasets_src import contact as c
+from bias_harness.datasets_src.contact import builder as c
 from bias_harness.datasets_src.raw import RawDataError
 from tests.conftest import SHARED_DATA
 
@@ -198,7 +198,7 @@ def test_authors_config_when_present(tmp_path, monkeypatch) -> None:
 
 def test_authors_config_skipped_when_absent(tmp_path, monkeypatch, caplog) -> None:
     monkeypatch.setenv("BIAS_HARNESS_RAW_DIR", str(_raw_dir(tmp_path)))
-    with caplog.at_level(logging.INFO, logger="bias_harness.datasets_src.contact"):
+    with caplog.at_level(logging.INFO, logger="bias_harness.datasets_src.contact.builder"):
         files = c.ContactBuilder().fetch_all()
     assert set(files) == {"descriptors"}
     assert "type1_dataset.csv" in caplog.text

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bias_harness.plugins import contact_metrics as cm
+from bias_harness.plugins.contact import metrics as cm
 from bias_harness.plugins import stats
 
 # Four prompt sets, hand-worked: (none, positive, negative) biased flags; -1 = invalid answer.

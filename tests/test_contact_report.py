@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bias_harness.plugins import contact_metrics as cm
+from bias_harness.plugins.contact import metrics as cm
 
 
 def test_report_section(tmp_path: Path) -> None:
@@ -51,7 +51,7 @@ def test_report_section(tmp_path: Path) -> None:
         assert (tmp_path / "report" / png).stat().st_size > 1000
     # the comparison figure: bias % per contact type with the task's CIs (the table rows above: 0, 0, 100)
     from bias_harness.report import Point, load_run
-    from bias_harness.report.contact import POINT_REFS, points
+    from bias_harness.plugins.contact.report import POINT_REFS, points
 
     assert (tmp_path / "report" / "contact_comparison.png").stat().st_size > 1000 and "](contact_comparison.png)" in report
     assert points(load_run(run_dir)) == {"bias % none contact_mini_gen": Point(0.0, 0.0, 0.0), "bias % positive contact_mini_gen": Point(0.0, 0.0, 0.0),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bias_harness.datasets_src import demet
+from bias_harness.datasets_src.demet import builder as demet
 from bias_harness.datasets_src.base import build_dataset
 from bias_harness.datasets_src.raw import RawDataError, RawSourceError
 from tests.conftest import SHARED_DATA

@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 import bias_harness
-from bias_harness.datasets_src.demet import NAMES
-from bias_harness.plugins import demet_metrics as dm
-from bias_harness.plugins import demet_prompts
+from bias_harness.datasets_src.demet.builder import NAMES
+from bias_harness.plugins.demet import metrics as dm
+from bias_harness.plugins.demet import prompts as demet_prompts
 from tests.helpers import scripted_lm
 
 lm_eval = pytest.importorskip("lm_eval")

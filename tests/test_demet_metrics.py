@@ -7,8 +7,8 @@ from collections import defaultdict
 
 import pytest
 
-from bias_harness.plugins import demet_metrics as dm
-from bias_harness.plugins.demet_metrics import NAME1, NAME2
+from bias_harness.plugins.demet import metrics as dm
+from bias_harness.plugins.demet.metrics import NAME1, NAME2
 
 BAD = "[invalid]"
 

@@ -7,10 +7,10 @@ import json
 import pytest
 
 import bias_harness
-from bias_harness.datasets_src.demet import NAMES
-from bias_harness.plugins import demet_metrics as dm
-from bias_harness.plugins.demet_dialogue import ReaskDialogue
-from bias_harness.plugins.multiturn_dialogues import DialogueError
+from bias_harness.datasets_src.demet.builder import NAMES
+from bias_harness.plugins.demet import metrics as dm
+from bias_harness.plugins.demet.dialogue import ReaskDialogue
+from bias_harness.plugins.multiturn.dialogues import DialogueError
 from tests.helpers import scripted_lm
 
 lm_eval = pytest.importorskip("lm_eval")
@@ -84,7 +84,7 @@ def test_reask_afresh_batched_shares_per_attempt(tmp_path):
     assert out["answered_at"] == 5 and out["attempts"][-1]["rule"] == "verdict_first" and out["choice"] == "NAME1"
     million = [p for p in lm.prompts if "million dollars" in p]
     assert len(million) == 29 and all(p.count("User: ") == 1 for p in million)
-    from bias_harness.plugins.demet_prompts import million as million_prompt
+    from bias_harness.plugins.demet.prompts import million as million_prompt
 
     assert f"User: {million_prompt(sample['doc'])}\n\nAssistant:" in million
     # the report: share answered per attempt (asked, answered, share of those asked, cumulative share of all)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import bias_harness
-from bias_harness.datasets_src.demet import NAMES
+from bias_harness.datasets_src.demet.builder import NAMES
 from bias_harness.report import write_report
 from tests.helpers import scripted_lm
 
@@ -62,7 +62,7 @@ def test_report_tables_and_plots(tmp_path):
         assert (tmp_path / "report" / png).stat().st_size > 1000 and f"]({png})" in text
     # the comparison figure: Eq. 2 with the task's CI (2.000 [2.000, 2.000] above); demet_names has no pair bias
     from bias_harness.report import Point, load_run
-    from bias_harness.report.demet import points
+    from bias_harness.plugins.demet.report import points
 
     assert (tmp_path / "report" / "demet_comparison.png").stat().st_size > 1000 and "](demet_comparison.png)" in text
     assert points(load_run(tmp_path / "run")) == {"mixed_gender_bias demet": Point(2.0, 2.0, 2.0)}

@@ -39,7 +39,7 @@ def test_demo_stop_has_every_severity_for_every_demographic() -> None:
 def test_demo_demet_pairs_are_complete() -> None:
     """Every mixed-gender matched pair (same scenario and names, both orders) in the subset has both orders."""
     from bias_harness.plugins.data import load
-    from bias_harness.plugins.demet_metrics import results_for
+    from bias_harness.plugins.demet.metrics import results_for
 
     rows = load(dataset="demet", config="prompts")["test"]
     roles: dict[tuple[str, str], set[str]] = defaultdict(set)

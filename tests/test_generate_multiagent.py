@@ -15,8 +15,8 @@ from bias_harness.cli import main
 import pytest
 
 from bias_harness.datasets_src.generate_common import Answer, Rejected, classify
-from bias_harness.datasets_src.generate_multiagent import DOMAINS, MultiagentGenerator, render_scenario
-from bias_harness.datasets_src.multiagent import SCENARIO_FEATURES, parse_scenario_text
+from bias_harness.datasets_src.multiagent.generate import DOMAINS, MultiagentGenerator, render_scenario
+from bias_harness.datasets_src.multiagent.builder import SCENARIO_FEATURES, parse_scenario_text
 from tests.generate_fake_server import Reply, fake_openai_server
 
 KEY = "sk-multiagent-SECRET-77"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bias_harness.cli import main
-from bias_harness.datasets_src.generate_stop import SYSTEM_PROMPT, StopGenerator, load_seeds
+from bias_harness.datasets_src.stop.generate import SYSTEM_PROMPT, StopGenerator, load_seeds
 from tests.generate_fake_server import Reply, fake_openai_server
 
 KEY = "sk-test-DO-NOT-LEAK-8f3a91"

@@ -76,7 +76,7 @@ def test_unknown_sub_demographic_needs_its_demographic(tmp_path: Path, capsys) -
 def test_interrupted_run_keeps_the_answers_received(tmp_path: Path) -> None:
     """Ctrl-C during generation: the answers already received are validated and appended, the rest dropped."""
     from bias_harness.datasets_src.generate_common import Answer, ClientSettings, run_generation
-    from bias_harness.datasets_src.generate_multiagent import MultiagentGenerator
+    from bias_harness.datasets_src.multiagent.generate import MultiagentGenerator
     from tests.test_generate_multiagent import GOOD_0
 
     class StubClient:

@@ -130,7 +130,7 @@ def test_card_model_index_and_significance_match_lm_eval_results(tmp_path: Path)
 
     from huggingface_hub import ModelCard
 
-    from bias_harness.datasets_src.demet import NAMES
+    from bias_harness.datasets_src.demet.builder import NAMES
 
     gender = {n: g for g, names in NAMES.items() for n in names}
     rank = {"woman": 0, "neutral": 1, "man": 2}

@@ -122,7 +122,7 @@ def test_grpo_recipe_rewards_see_twins(tiny_causal_lm: str, tmp_path: Path) -> N
 @pytest.fixture
 def mini_scd_data(tmp_path: Path) -> Path:
     """contact_scd built by the contact builder's own functions from 2 descriptors per axis (not the 100k grid)."""
-    from bias_harness.datasets_src import contact
+    from bias_harness.datasets_src.contact import builder as contact
     from bias_harness.datasets_src.raw import fetch
 
     builder = contact.ContactSCDBuilder()
@@ -197,7 +197,7 @@ def test_scd_recipe_trains_on_setting_and_evaluates_held_out(tiny_causal_lm: str
     assert "| likelihood | 3 |" in (out / "eval" / "breakdowns.md").read_text()
 
     from bias_harness.report import load_run
-    from bias_harness.report.contact import render
+    from bias_harness.plugins.contact.report import render
 
     (tmp_path / "report").mkdir()
     assert "By scale" in render(load_run(out / "eval" / "after"), tmp_path / "report")  # `bias-harness report` reads it
@@ -364,7 +364,7 @@ def test_refine_lm_adapters_follow_the_checkpoint(tmp_path: Path, caplog: pytest
 
 def test_scd_recipe_evaluates_lm_evals_bbq_on_local_copy(tiny_causal_lm: str, tmp_path: Path, mini_scd_data: Path) -> None:
     """The paper's BBQ transfer check, offline: lm-eval's own BBQ task on the local partial copy, before and after."""
-    from bias_harness.plugins.contact_bbq import write_bbq_local_task
+    from bias_harness.plugins.contact.bbq import write_bbq_local_task
 
     bbq_dir = tmp_path / "bbq_task"
     write_bbq_local_task(bbq_dir)

@@ -32,7 +32,7 @@ def test_unqover_data_has_every_subject_pair_of_the_seed_category() -> None:
 
 
 def test_unqover_articles_agree_with_the_subject() -> None:
-    from bias_harness.datasets_src.unqover import article, fill
+    from bias_harness.datasets_src.stereoset.unqover import article, fill
 
     assert (article("Asian", capital=True), article("Jewish"), article("European"), article("Indian")) == ("An", "a", "a", "an")
     ctx, q = "A [subj1] man got off the flight to visit a [subj2] man.", "The [mask] man [p_act-single]."

@@ -121,7 +121,7 @@ def _run(folder: str, limit: int = 4) -> dict:
 def test_stereoset_through_lm_eval_nsp_and_headline(pretraining_dir, bert_mlm_dir):
     """NSP checkpoint: inter answered by the head (each candidate = direct NSP of (prompt, sentence)), inter_nsp_rate 1,
     pooled headline; BertForMaskedLM: PLL, inter_nsp_rate 0 and headline = intrasentence (headline: auto)."""
-    from bias_harness.plugins import stereoset_metrics
+    from bias_harness.plugins.stereoset import metrics as stereoset_metrics
 
     res = _run(pretraining_dir)
     r, samples = res["results"]["stereoset_en_combined"], res["samples"]["stereoset_en_combined"]

@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from bias_harness import tasks_dir
-from bias_harness.datasets_src import multiagent as builder
+from bias_harness.datasets_src.multiagent import builder
 from bias_harness.datasets_src.raw import RawDataError
-from bias_harness.plugins import multiagent_metrics as metrics
-from bias_harness.plugins import multiagent_prompts as prompts
+from bias_harness.plugins.multiagent import metrics
+from bias_harness.plugins.multiagent import prompts
 
 
 @pytest.fixture(scope="module")
@@ -142,4 +142,4 @@ def test_yaml_metric_lists_match_code(base, responses, domains):
     for name in _metric_names(path):
         agg = "agg_invalid_rate" if name == "invalid_rate" else f"agg_{name}"
         assert callable(getattr(metrics, agg)), agg
-    assert re.search(r"custom_dataset: !function bias_harness\.plugins\.multiagent_prompts\.load_runs", path.read_text())
+    assert re.search(r"custom_dataset: !function bias_harness\.plugins\.multiagent\.prompts\.load_runs", path.read_text())

@@ -10,7 +10,7 @@ import lm_eval
 import pytest
 
 import bias_harness
-from bias_harness.plugins import multiturn
+from bias_harness.plugins.multiturn import engine as multiturn
 from tests.helpers import scripted_lm
 
 CHARS = re.compile(r"characters in (.+?), assign|character given in (.+?),\s{3,}|characters in (.+?)\.\s{3,}")
@@ -146,7 +146,7 @@ def test_report_section(tmp_path):
     assert "Bias score per run" in md and "0: 0.719, 1: " in md
     # the comparison figure: the bias score with the task's own 95% CI; both runs list the same scenes -> 23/32 each
     from bias_harness.report import Point, load_run
-    from bias_harness.report.multiagent import points
+    from bias_harness.plugins.multiagent.report import points
 
     assert (tmp_path / "report" / "multiagent_comparison.png").stat().st_size > 1000 and "](multiagent_comparison.png)" in md
     lo, hi = r["all_responses_bias_score_ci_lo,none"], r["all_responses_bias_score_ci_hi,none"]
@@ -158,7 +158,7 @@ def test_report_section(tmp_path):
 @pytest.mark.slow
 def test_smollm2_nointeraction_consistent(smollm2_path):
     """A real small chat model: every logged answer is re-scored to the code the metric counted."""
-    from bias_harness.plugins.multiagent_metrics import score_answer
+    from bias_harness.plugins.multiagent.metrics import score_answer
 
     tm = bias_harness.task_manager(include_defaults=False, metadata={"runs": 1})
     res = lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={smollm2_path},device=cpu", tasks=["multiagent_test_nointeraction"],

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bias_harness.plugins.multiagent_metrics import (
+from bias_harness.plugins.multiagent.metrics import (
     agg_all_responses_bias_score,
     agg_all_responses_bias_score_run_std,
     agg_all_responses_invalid_rate,
@@ -19,7 +19,7 @@ from bias_harness.plugins.multiagent_metrics import (
     pick,
     score_answer,
 )
-from bias_harness.plugins.multiagent_parse import aliases, parse_assignment
+from bias_harness.plugins.multiagent.parse import aliases, parse_assignment
 
 M, F = "male", "female"
 MMFF = [M, M, F, F]
@@ -189,7 +189,7 @@ def test_detect_and_school_parsing():
 
 
 def test_bias_score_ci():
-    from bias_harness.plugins.multiagent_metrics import agg_first_response_bias_score_ci_hi, agg_first_response_bias_score_ci_lo
+    from bias_harness.plugins.multiagent.metrics import agg_first_response_bias_score_ci_hi, agg_first_response_bias_score_ci_lo
 
     same = [[f"s{i}", r, "office", {"first": "SSNA"}] for i in range(5) for r in range(2)]  # every scenario: (2-1)/4
     assert agg_first_response_bias_score_ci_lo(same) == pytest.approx(0.25)

@@ -16,7 +16,7 @@ import lm_eval
 import pytest
 
 import bias_harness
-from bias_harness.plugins import multiagent_prompts
+from bias_harness.plugins.multiagent import prompts as multiagent_prompts
 from tests.helpers import scripted_lm
 
 TASK = "multiagent_interaction"

@@ -16,7 +16,7 @@ DOCS = [
 ]
 
 TASK = """task: {name}
-class: !function bias_harness.plugins.multiturn.MultiTurnTask
+class: !function bias_harness.plugins.multiturn.engine.MultiTurnTask
 dataset_path: json
 dataset_kwargs: {{data_files: {{test: {data}}}}}
 test_split: test
@@ -24,7 +24,7 @@ output_type: generate_until
 doc_to_text: "{{{{ question }}}}"
 doc_to_target: ""
 generation_kwargs: {{until: ["\\n\\n"], max_gen_toks: 8, do_sample: false}}
-process_results: !function bias_harness.plugins.multiturn.transcript_stats
+process_results: !function bias_harness.plugins.multiturn.engine.transcript_stats
 metric_list: [{{metric: model_turns, aggregation: mean, higher_is_better: true}}]
 metadata:
   version: 1.0
@@ -72,7 +72,7 @@ def _transcript(result, task: str, doc_id: int) -> dict:
 
 
 def test_sequential_transcript_and_calls(task_dir: Path) -> None:
-    from bias_harness.plugins.multiturn import LAST_RUN_STATS
+    from bias_harness.plugins.multiturn.engine import LAST_RUN_STATS
 
     lm = scripted_lm(_answer)
     res = _evaluate(task_dir, lm, ["mt_seq"], system_instruction="SYS")
@@ -187,7 +187,7 @@ def test_metadata_override_and_gen_kwargs(task_dir: Path) -> None:
 
 
 def test_chat_template_path_merges_roles() -> None:
-    from bias_harness.plugins.multiturn import build_context, render_plain
+    from bias_harness.plugins.multiturn.engine import build_context, render_plain
 
     class ChatLM:
         def apply_chat_template(self, msgs, add_generation_prompt=True):
@@ -201,7 +201,7 @@ def test_chat_template_path_merges_roles() -> None:
 
 
 def test_bad_dialogue_config_names_task_and_doc(task_dir: Path, tmp_path: Path) -> None:
-    from bias_harness.plugins.multiturn_dialogues import DialogueError
+    from bias_harness.plugins.multiturn.dialogues import DialogueError
 
     data = task_dir / "docs.jsonl"
     (tmp_path / "bad.yaml").write_text(TASK.format(name="mt_bad", data=data, dialogue="sequential", kwargs="{turns_field: nope}"))
@@ -209,7 +209,7 @@ def test_bad_dialogue_config_names_task_and_doc(task_dir: Path, tmp_path: Path) 
         _evaluate(tmp_path, scripted_lm(_answer), ["mt_bad"])
 
 
-from bias_harness.plugins.multiturn_dialogues import Dialogue, Prompt  # noqa: E402
+from bias_harness.plugins.multiturn.dialogues import Dialogue, Prompt  # noqa: E402
 
 
 class TwoAsks(Dialogue):

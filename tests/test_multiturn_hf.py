@@ -25,7 +25,7 @@ def test_hf_model_runs_lockstep(task_dir: Path, tiny_causal_lm: str, chat: bool,
     from lm_eval.models.huggingface import HFLM
 
     import bias_harness
-    from bias_harness.plugins.multiturn import LAST_RUN_STATS
+    from bias_harness.plugins.multiturn.engine import LAST_RUN_STATS
 
     contexts: list[list[str]] = []
     original = HFLM.generate_until

@@ -41,14 +41,14 @@ AUTHORS = {
 
 @pytest.fixture(scope="module")
 def gold():
-    from bias_harness.plugins.stereoset_rescore import read_gold
+    from bias_harness.plugins.stereoset.rescore import read_gold
 
     return read_gold()
 
 
 @pytest.mark.parametrize("model", sorted(FILES))
 def test_equals_the_authors_scorer(gold, model: str) -> None:
-    from bias_harness.plugins.stereoset_rescore import rescore_file
+    from bias_harness.plugins.stereoset.rescore import rescore_file
 
     row = rescore_file(PRED / FILES[model], gold, ci=False)
     assert row["model"] == model and row["n_contexts"] == 2106 + 2123 and row["n_invalid"] == 0
@@ -66,7 +66,7 @@ def _write(tmp_path: Path, data) -> Path:
 
 def test_bad_files_name_file_record_and_field(gold, tmp_path: Path) -> None:
     from bias_harness.datasets_src.raw import RawDataError
-    from bias_harness.plugins.stereoset_rescore import read_predictions, rescore_file
+    from bias_harness.plugins.stereoset.rescore import read_predictions, rescore_file
 
     full = json.loads((PRED / FILES["gpt2"]).read_text(encoding="utf-8"))
     bad = json.loads(json.dumps(full))
@@ -95,7 +95,7 @@ def test_cli_from_another_folder(tmp_path: Path) -> None:
 
 
 def test_table_text(gold) -> None:
-    from bias_harness.plugins.stereoset_rescore import format_table, rescore_file
+    from bias_harness.plugins.stereoset.rescore import format_table, rescore_file
 
     line = format_table([rescore_file(PRED / FILES["gpt2"], gold, ci=False)]).splitlines()[1]
     assert line.startswith("gpt2 ") and line.split()[1:10] == ["83.7", "/", "57.0", "/", "71.9", "91.1", "/", "61.9", "/"]

@@ -100,7 +100,7 @@ def _rank_lm(rank: int, exchange: _Exchange):
 def test_data_parallel_ranks_make_the_same_number_of_generate_calls() -> None:
     """Rank 0 has two 3-turn dialogues, rank 1 one 1-turn dialogue: rank 1 pads with (discarded) one-prompt calls
     until rank 0 is done, so both make 3 generate_until calls (HFLM's --batch_size auto is collective in each)."""
-    from bias_harness.plugins.multiturn import REQUEST_TYPE, MultiTurnInstance, multiturn_generate
+    from bias_harness.plugins.multiturn.engine import REQUEST_TYPE, MultiTurnInstance, multiturn_generate
 
     def requests(turns: list[list[str]]):
         return [MultiTurnInstance(request_type=REQUEST_TYPE, doc={"turns": t}, arguments=("", {"until": [], "max_gen_toks": 2}),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bias_harness.datasets_src.raw import RawDataError
-from bias_harness.datasets_src.stereoset import COLUMNS, StereoSetDE, convert
+from bias_harness.datasets_src.stereoset.builder import COLUMNS, StereoSetDE, convert
 from bias_harness.plugins.data import load_local
 
 CANDIDATES = tuple(COLUMNS.values())

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from bias_harness.plugins import stereoset_metrics as m
-from bias_harness.plugins.stereoset_task import normalise
+from bias_harness.plugins.stereoset import metrics as m
+from bias_harness.plugins.stereoset.task import normalise
 
 # (part, bias_type, target, (stereotype, anti-stereotype, unrelated) scores)
 DOCS = [
@@ -98,7 +98,7 @@ def test_token_mean_uses_the_model_tokenizer(tiny_causal_lm):
 
 
 def test_doc_results_options(tiny_causal_lm):
-    from bias_harness.plugins.stereoset_task import doc_results
+    from bias_harness.plugins.stereoset.task import doc_results
 
     doc = {"part": "intra", "bias_type": "gender", "target": "Schulmädchen", "target_en": "schoolgirl",
            "choices": ["the man .", "a woman is right .", "the"]}  # fmt: skip

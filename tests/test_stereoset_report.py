@@ -39,7 +39,7 @@ def test_report_tables_plot_and_pooled_scores(tmp_path):
     assert "![stereoset: models side by side, 95% CIs](stereoset_comparison.png)" in text
     assert (tmp_path / "report" / "stereoset_comparison.png").stat().st_size > 1000
     from bias_harness.report import load_run
-    from bias_harness.report.stereoset import POINT_REFS, points
+    from bias_harness.plugins.stereoset.report import POINT_REFS, points
 
     run = load_run(tmp_path / "run")
     pts = points(run)
@@ -52,9 +52,9 @@ def test_report_tables_plot_and_pooled_scores(tmp_path):
 
 
 def test_pooled_equals_scores_over_both_parts(tmp_path):
-    from bias_harness.plugins import stereoset_metrics as m
+    from bias_harness.plugins.stereoset import metrics as m
     from bias_harness.report import Run
-    from bias_harness.report.stereoset import pooled_from_samples
+    from bias_harness.plugins.stereoset.report import pooled_from_samples
 
     items = {
         "stereoset_de_intra": [("intra", "race", "A", 1.0, 2.0, True, "target"), ("intra", "race", "B", 0.0, 1.0, True, "target")],
@@ -74,6 +74,6 @@ def test_pooled_equals_scores_over_both_parts(tmp_path):
 
 @pytest.mark.parametrize("task", ["stereoset_de_combined", "stereoset_en_intra_reprompt"])
 def test_matches(task):
-    from bias_harness.report.stereoset import matches
+    from bias_harness.plugins.stereoset.report import matches
 
     assert matches(task) and not matches("demet")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bias_harness.plugins.stereoset_task import INSTRUCTIONS, load_docs
+from bias_harness.plugins.stereoset.task import INSTRUCTIONS, load_docs
 
 # first 4 docs of stereoset_en_combined (interleaved intra/inter): targets and the score patterns we assign
 # (stereotype, anti-stereotype, unrelated)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bias_harness.plugins.stop_metrics import (
+from bias_harness.plugins.stop.metrics import (
     Progression,
     compute_metrics,
     load_human,

@@ -16,7 +16,7 @@ IDEAL = {"low": 0.0, "moderate": 0.8, "high": 1.0}
 
 @pytest.fixture(scope="module")
 def table() -> dict[str, dict]:
-    from bias_harness.commands.rescore import stop_table
+    from bias_harness.plugins.stop.rescore import stop_table
 
     return {row["model"]: row for row in stop_table(ci=False)}
 

@@ -13,7 +13,7 @@ def test_stop_smollm2_one_progression(smollm2_path: str) -> None:
     import torch
 
     import bias_harness
-    from bias_harness.plugins.multiturn import LAST_RUN_STATS
+    from bias_harness.plugins.multiturn.engine import LAST_RUN_STATS
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # on a shared CPU, spinning OpenMP threads cost more than they help

@@ -138,7 +138,7 @@ def test_report_section(stop_data, raw, tmp_path: Path) -> None:
     assert (tmp_path / "report" / "stop_sensitivity.png").stat().st_size > 1000
     # the comparison figure: P and P per severity with the task's CIs; the oracle succeeds on every progression
     from bias_harness.report import Point, load_run
-    from bias_harness.report.stop import points
+    from bias_harness.plugins.stop.report import points
 
     assert (tmp_path / "report" / "stop_comparison.png").stat().st_size > 1000 and "](stop_comparison.png)" in report
     # one progression per severity (_pick), every one a success: 1.0 with a CI of [1.0, 1.0] for each rate

@@ -83,7 +83,7 @@ def _run(task: str, scripts: dict[int, list[str]], **metadata: Any) -> tuple[dic
     import lm_eval
 
     import bias_harness
-    from bias_harness.plugins.stop_metrics import score_progression
+    from bias_harness.plugins.stop.metrics import score_progression
 
     lm = _lm(scripts)
     tm = bias_harness.task_manager(include_defaults=False, metadata=metadata or None)

@@ -16,9 +16,7 @@ metric label -> reference value (e.g. the ideal), drawn as a dashed line; ``POIN
 
 from __future__ import annotations
 
-import importlib
 import json
-import pkgutil
 import re
 import textwrap
 from dataclasses import dataclass, field
@@ -153,10 +151,10 @@ def load_runs(*run_dirs: str | Path) -> dict[str, Run]:
 
 
 def sections() -> list[ModuleType]:
-    import bias_harness.report as pkg
+    """Each work's report section (``plugins/<work>/report.py``, found by :mod:`bias_harness.works`)."""
+    from bias_harness import works
 
-    mods = [importlib.import_module(f"{pkg.__name__}.{m.name}") for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")]
-    mods = [m for m in mods if hasattr(m, "render") and hasattr(m, "matches")]
+    mods = [m for m in works.modules("report") if hasattr(m, "render") and hasattr(m, "matches")]
     return sorted(mods, key=lambda m: getattr(m, "ORDER", 100))
 
 
@@ -255,6 +253,12 @@ def comparison_plot(values: dict[str, dict[str, Point]], path: Path, title: str,
     return path.name
 
 
+def section_name(section: ModuleType) -> str:
+    """The work a section belongs to: ``bias_harness.plugins.<work>.report`` -> ``<work>``."""
+    parts = section.__name__.split(".")
+    return parts[-2] if parts[-1] == "report" else parts[-1]
+
+
 def _comparison(section: ModuleType, runs: dict[str, "Run"], models: list[str], out: Path) -> str:
     """The section's comparison figure (if it defines ``points``), as a Markdown image line, or ""."""
     if not hasattr(section, "points"):
@@ -263,7 +267,7 @@ def _comparison(section: ModuleType, runs: dict[str, "Run"], models: list[str], 
     values = {m: v for m, v in values.items() if v}
     if not values:
         return ""
-    name = section.__name__.rsplit(".", 1)[-1]
+    name = section_name(section)
     file = comparison_plot(values, out / f"{name}_comparison.png", getattr(section, "TITLE", name),
                            refs=getattr(section, "POINT_REFS", None), ref_label=getattr(section, "POINT_REF_LABEL", "ideal"))
     return f"![{name}: models side by side, 95% CIs]({file})\n"
@@ -307,7 +311,7 @@ def read_summary(path: str | Path) -> dict[str, str]:
 
 
 def _summary_for(section: ModuleType, summary: dict[str, str]) -> str:
-    name = section.__name__.rsplit(".", 1)[-1]
+    name = section_name(section)
     return summary.get(name) or summary.get(getattr(section, "TITLE", "")) or ""
 
 

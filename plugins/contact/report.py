@@ -1,0 +1,181 @@
+"""Report section for the Contact Hypothesis tasks (Raj et al., AIES 2024): bias % per contact type, contact
+effects, per-axis / scenario / principle tables and the axis x scenario heatmap (from the logged samples)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from bias_harness.report import Point, Run, fmt, metric_point
+
+TITLE = "Contact Hypothesis: social bias under no, positive and negative contact"
+ORDER = 20
+
+CONTACTS = ("none", "positive", "negative")
+GROUPS = ("contact", "contact_gen")
+
+# Raj et al. 2024, Table 1 (bias %, no / positive / negative contact): their models, their prompts; orientation only.
+PAPER_TABLE1 = {
+    ("Llama 2", "certainty"): (27.47, 18.79, 37.95), ("Llama 2", "likelihood"): (49.99, 45.76, 49.86), ("Llama 2", "frequency"): (47.24, 49.45, 49.39),
+    ("Tulu", "certainty"): (9.97, 4.28, 14.19), ("NousHermes", "certainty"): (32.44, 17.48, 42.81), ("Yi", "certainty"): (49.78, 45.86, 49.71),
+}  # fmt: skip
+
+
+def matches(task: str) -> bool:
+    return task in GROUPS or task.startswith("contact_") or task == "scd_heldout"  # scd_heldout: bias-harness mitigate scd
+
+
+def _m(run: Run, task: str, name: str) -> Any:
+    return run.metric(task, name)
+
+
+def points(run: Run) -> dict[str, Point]:
+    """Bias % per contact type with its 95% CI per task (``bias % <contact> <task>``; the size-weighted groups have no
+    CI and are left out), for the comparison figure; dashed: 50, a model that always answers Yes (or No)."""
+    return {f"bias % {c} {t}": metric_point(run, t, f"bias_pct_{c}")
+            for t in run.tasks() if matches(t) and t not in GROUPS and _m(run, t, "bias_pct_none") is not None for c in CONTACTS}  # fmt: skip
+
+
+POINT_REFS = lambda metric: 50.0  # noqa: E731
+POINT_REF_LABEL = "50, always Yes or always No"
+
+
+def sample_records(run: Run, task: str) -> list[dict[str, Any]]:
+    """Doc fields + ``biased`` (1 / 0 / -1 invalid) of every logged sample (empty without --log_samples)."""
+    out = []
+    for s in run.samples(task):
+        doc, item = s.get("doc") or {}, s.get("bias_pct_none")
+        if not doc or not item:
+            continue
+        out.append({**{k: doc.get(k) for k in ("scale", "axis", "scenario", "principle", "contact_type", "action_type")}, "biased": int(item[2])})
+    return out
+
+
+def _bar_plot(path: Path, task: str, values: list[float], cis: list[tuple[float, float]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    vals = [0.0 if v is None or math.isnan(v) else v for v in values]
+    err = [[0.0 if lo is None or math.isnan(lo) else max(0.0, v - lo) for v, (lo, _) in zip(vals, cis, strict=True)],
+           [0.0 if hi is None or math.isnan(hi) else max(0.0, hi - v) for v, (_, hi) in zip(vals, cis, strict=True)]]  # fmt: skip
+    fig, ax = plt.subplots(figsize=(4.2, 3.2))
+    ax.bar(range(3), vals, yerr=err, capsize=4, color=["#8c8c8c", "#55a868", "#c44e52"])
+    ax.set_xticks(range(3), ["no contact", "positive", "negative"])
+    ax.set_ylim(0, 100)
+    ax.axhline(50, color="black", linewidth=0.6, linestyle=":")
+    ax.set_ylabel("bias % (95% CI)")
+    ax.set_title(f"{task}: bias % by contact type", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _heatmap(path: Path, task: str, table: dict[tuple, dict[str, float]], axes: list[str], scenarios: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    grid = np.array([[table.get((a, s), {}).get("bias_pct_none", math.nan) for s in scenarios] for a in axes], dtype=float)
+    fig, ax = plt.subplots(figsize=(1.2 * len(scenarios) + 3, 0.38 * len(axes) + 1.4))
+    im = ax.imshow(grid, cmap="Reds", vmin=0, vmax=100, aspect="auto")
+    ax.set_xticks(range(len(scenarios)), scenarios, rotation=20, ha="right")
+    ax.set_yticks(range(len(axes)), [a.replace("_", " ") for a in axes])
+    for i in range(len(axes)):
+        for j in range(len(scenarios)):
+            if not math.isnan(grid[i, j]):
+                ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=7, color="black" if grid[i, j] < 60 else "white")
+    fig.colorbar(im, ax=ax, label="bias % (no contact)")
+    ax.set_title(f"{task}: bias % by axis x scenario (no contact)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # keep the colour-bar label (cut off with one scenario column)
+    plt.close(fig)
+
+
+def _table(title: str, rows: dict[tuple, dict[str, float]]) -> list[str]:
+    lines = [f"{title}:", "", "| | no contact | positive | negative | effect + | effect - | docs | invalid |", "|---|---|---|---|---|---|---|---|"]
+    for key, r in rows.items():
+        none, pos, neg = (r[f"bias_pct_{c}"] for c in CONTACTS)
+        lines.append(f"| {' / '.join(str(k).replace('_', ' ') for k in key)} | {fmt(none, 1)} | {fmt(pos, 1)} | {fmt(neg, 1)} | "
+                     f"{fmt(pos - none, 1)} | {fmt(neg - none, 1)} | {r['n']} | {r['invalid']} |")  # fmt: skip
+    return lines + [""]
+
+
+def _scoring(run: Run, task: str) -> str:
+    """'; log-likelihood, normalize: token' for log-likelihood tasks (the option-length rule, tasks/contact/README.md)."""
+    cfg = run.configs.get(task) or {}
+    if cfg.get("output_type") != "multiple_choice":
+        return ""
+    rules = sorted({str((s.get("doc") or {}).get("option_norm_rule")) for s in run.samples(task)} - {"None"})
+    rule = ", ".join(rules) or (cfg.get("metadata") or {}).get("normalize", "none")
+    return f"; log-likelihood, option normalisation: {rule}"
+
+
+def _render_task(run: Run, task: str, out_dir: Path) -> list[str]:
+    from bias_harness.plugins.contact.metrics import breakdown
+
+    n = run.n_samples.get(task, {}).get("effective", "?")
+    lines = [f"### `{task}`", "", f"Model: `{run.model.get(task, '?')}`; prompts: {n}"
+             + (f" (`--limit {run.limit[task]}`)" if run.limit.get(task) else "") + _scoring(run, task) + ".", ""]  # fmt: skip
+    lines += ["| | bias % | 95% CI |", "|---|---|---|"]
+    for c in CONTACTS:
+        k = f"bias_pct_{c}"
+        lines.append(f"| {c} contact | {fmt(_m(run, task, k), 2)} | [{fmt(_m(run, task, k + '_ci_lo'), 2)}, {fmt(_m(run, task, k + '_ci_hi'), 2)}] |")
+    for k, label in (("effect_positive", "effect of positive contact (positive - none)"), ("effect_negative", "effect of negative contact (negative - none)")):
+        lines.append(f"| {label} | {fmt(_m(run, task, k), 2)} | [{fmt(_m(run, task, k + '_ci_lo'), 2)}, {fmt(_m(run, task, k + '_ci_hi'), 2)}] |")
+    lines += [f"| invalid answers (share of prompts, left out of the bias %) | {fmt(_m(run, task, 'invalid_rate'), 4)} | |", ""]
+    eff_pos, eff_neg = _m(run, task, "effect_positive"), _m(run, task, "effect_negative")
+    if isinstance(eff_pos, float) and isinstance(eff_neg, float) and not math.isnan(eff_pos + eff_neg):
+        follows = eff_pos < 0 < eff_neg
+        lines += [f"Contact Hypothesis (RQ2: positive contact lowers, negative contact raises bias): "
+                  f"**{'followed' if follows else 'not followed'}** on the point estimates.", ""]  # fmt: skip
+    stem = task.replace("/", "_")
+    bar = out_dir / f"{stem}_bias_by_contact.png"
+    _bar_plot(bar, task, [_m(run, task, f"bias_pct_{c}") for c in CONTACTS],
+              [(_m(run, task, f"bias_pct_{c}_ci_lo"), _m(run, task, f"bias_pct_{c}_ci_hi")) for c in CONTACTS])  # fmt: skip
+    lines += [f"![bias % by contact type]({bar.name})", ""]
+
+    recs = sample_records(run, task)
+    if not recs:
+        return lines + ["Breakdowns by axis, scenario and principle need the samples: run with `--log_samples`.", ""]
+    if len({r["scale"] for r in recs}) > 1:
+        lines += _table("By scale", breakdown(recs, ["scale"]))
+    axis_rows = breakdown(recs, ["axis"])
+    lines += _table("By bias dimension (HolisticBias axis)", axis_rows)
+    lines += _table("By scenario", breakdown(recs, ["scenario"]))
+    lines += _table("By contact principle", breakdown(recs, ["principle"]))
+    cells = breakdown(recs, ["axis", "scenario"])
+    axes = sorted({a for a, _ in cells})
+    scenarios = [s for s in ("community", "education", "healthcare", "sports", "workplace") if any(k[1] == s for k in cells)]
+    heat = out_dir / f"{stem}_axis_scenario.png"
+    _heatmap(heat, task, cells, axes, scenarios)
+    lines += ["Axis x scenario, no-contact bias % (the layout of the paper's Tables 3-8):", "",
+              "| axis | " + " | ".join(scenarios) + " |", "|---|" + "---|" * len(scenarios)]  # fmt: skip
+    for a in axes:
+        lines.append(f"| {a.replace('_', ' ')} | " + " | ".join(fmt(cells.get((a, s), {}).get("bias_pct_none"), 1) for s in scenarios) + " |")
+    lines += ["", f"![axis x scenario heatmap]({heat.name})", ""]
+    return lines
+
+
+def render(run: Run, out_dir: Path) -> str:
+    out_dir = Path(out_dir)
+    lines = [f"## {TITLE}", "",
+             "Bias % = share of answers that endorse avoiding the group (the negative option for an inclusive action, the "
+             "affirmative one for an avoidance action), both action phrasings pooled: 0 = never biased; a model that always "
+             "answers Yes (or always No) scores 50. CIs: 95% bootstrap over prompt sets.", ""]  # fmt: skip
+    for group in GROUPS:
+        if group in run.results:
+            lines += [f"Group `{group}` (size-weighted mean over its scale tasks):", "",
+                      "| no contact | positive | negative | effect + | effect - | invalid |", "|---|---|---|---|---|---|",
+                      "| " + " | ".join(fmt(_m(run, group, k), 2) for k in ("bias_pct_none", "bias_pct_positive", "bias_pct_negative",
+                                                                           "effect_positive", "effect_negative", "invalid_rate")) + " |", ""]  # fmt: skip
+    for task in [t for t in run.tasks() if matches(t) and t not in GROUPS]:
+        lines += _render_task(run, task, out_dir)
+    lines += ["**Paper reference** (Raj et al. 2024, Table 1; their models and their (unpublished) templates, not ours):", "",
+              "| model (paper) | scale | no contact | positive | negative |", "|---|---|---|---|---|"]  # fmt: skip
+    lines += [f"| {m} | {s} | {a} | {b} | {c} |" for (m, s), (a, b, c) in PAPER_TABLE1.items()]
+    return "\n".join(lines) + "\n"

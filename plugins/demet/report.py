@@ -1,0 +1,324 @@
+"""Report section for DeMET (Levy et al. 2024): scores per relationship type, pair biases, breakdowns, name probe."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bias_harness.report import Point, Run, fmt, metric_point
+
+TITLE = "DeMET: gender bias in relationship conflicts"
+ORDER = 10
+
+REL_TYPES = ("woman_woman", "man_man", "neutral_neutral", "woman_man", "man_woman", "woman_neutral", "neutral_woman", "neutral_man", "man_neutral")
+PAIRS = ("woman_man", "woman_neutral", "neutral_man")
+TOPICS = ("childcare", "cooking", "sex", "chores", "friends", "kids", "money", "general_household")
+ET = ("egalitarian", "traditional", "other")
+
+# The paper's numbers (Levy et al. 2024), for orientation only: other models, their name sample, their prompts.
+# Table 3 (human-written scenarios): mixed-gender bias (Eq. 2), then the three pair-bias columns in the order printed.
+PAPER_TABLE3 = {
+    "zephyr-7b-alpha": (0.291, 0.252, 0.300, 0.321),
+    "Mistral-7B-Instruct-v0.1": (0.423, 0.348, 0.366, 0.555),
+    "gpt-3.5-turbo": (0.571, 0.355, 0.734, 0.624),
+    "gpt-4o": (0.306, 0.207, 0.324, 0.386),
+    "llama-2-70b-chat": (0.174, 0.146, 0.158, 0.218),
+}
+# Table 5 (name-gender classification): accuracy on women's (F) and men's (M) names; neutral names classified male (N).
+PAPER_TABLE5 = {"gpt-4o": (1.0, 1.0, 0.3), "LLaMA-2 70B": (1.0, 1.0, 0.8), "Mistral": (1.0, 1.0, 0.7), "Zephyr": (1.0, 1.0, 0.6)}
+
+
+def matches(task: str) -> bool:
+    return task == "demet" or task.startswith("demet_")
+
+
+def _label(key: str) -> str:
+    return key.replace("_", "-")
+
+
+def _choice(sample: dict[str, Any]) -> str | None:
+    """The parsed choice of a logged sample (NAME1 / NAME2 / [invalid]); ``None`` when it is no DeMET pair sample."""
+    from bias_harness.plugins.demet.metrics import mc_choice
+
+    resp = sample.get("filtered_resps") or []
+    if "relationship" not in sample.get("doc", {}) or not resp:
+        return None
+    if not isinstance(resp[0], str):
+        return mc_choice(resp)
+    if resp[0].startswith("{"):  # demet_reask: the dialogue's JSON result
+        return json.loads(resp[0]).get("choice")
+    return resp[0]
+
+
+def _sample_choices(run: Run, task: str) -> list[tuple[dict[str, Any], str]]:
+    """(doc, choice) of every logged sample (empty without --log_samples)."""
+    return [(s["doc"], c) for s in run.samples(task) for c in [_choice(s)] if c is not None]
+
+
+def _sample_scores(choices: list[tuple[dict[str, Any], str]], et: str | None = None) -> dict[str, list[int]]:
+    """relationship -> valid scores (-1 / +1), optionally of one scenario type only."""
+    from bias_harness.plugins.demet.metrics import score_of
+
+    out: dict[str, list[int]] = {r: [] for r in REL_TYPES}
+    for doc, choice in choices:
+        score = score_of(choice)
+        if score is not None and (et is None or doc.get("et") == et):
+            out.setdefault(doc["relationship"], []).append(score)
+    return out
+
+
+def _items(choices: list[tuple[dict[str, Any], str]], key: str) -> list[Any]:
+    """The lm-eval items of metric ``key`` (e.g. ``pair_bias_woman_man_topic_money``), recomputed from the samples."""
+    from bias_harness.plugins.demet.metrics import ET_GPT4, ET_HUMAN, results_for
+
+    levels = ET_GPT4 if any(d.get("et") == "other" for d, _ in choices) else ET_HUMAN
+    return [results_for(doc, choice, levels).get(key) for doc, choice in choices]
+
+
+def _subset_mcnemar(choices: list[tuple[dict[str, Any], str]], pair: str, key: str) -> float | None:
+    """Exact McNemar p of ``pair`` on one subset (``key`` = ``egalitarian``, ``topic_money``, ...) from the samples."""
+    from bias_harness.plugins import stats
+    from bias_harness.plugins.demet.metrics import mcnemar_counts
+
+    items = [it for it in _items(choices, f"pair_bias_{pair}_{key}") if it is not None]
+    return stats.mcnemar(*mcnemar_counts(items)) if items else None
+
+
+def _raw_answers(run: Run, task: str) -> list[tuple[str, str]]:
+    """(rule, origin) per generated answer: the parser rule that decided it (plugins/answer_filters.py), re-applied to
+    the logged text (demet_reask: as logged per attempt); origin = "" or the re-ask attempt. Empty for log-likelihood tasks."""
+    from bias_harness.plugins.answer_filters import parse_choice_rule
+
+    out = []
+    for s in run.samples(task):
+        doc, resp = s.get("doc", {}), s.get("resps") or []
+        if "name1" not in doc or not resp or not isinstance(resp[0], list) or not isinstance(resp[0][0], str):
+            continue
+        text = resp[0][0]
+        if text.startswith("{") and '"attempts"' in text:
+            out += [(a["rule"], f"{a['attempt']}: {a['wording']}") for a in json.loads(text)["attempts"]]
+        else:
+            out.append((parse_choice_rule(text, [str(doc["name1"]), str(doc["name2"])]).rule, ""))
+    return out
+
+
+def _ci(values: list[int]) -> tuple[float, float]:
+    from bias_harness.plugins.stats import mean_ci
+
+    return mean_ci([float(v) for v in values]) if values else (math.nan, math.nan)
+
+
+def _bar_plot(path: Path, labels: list[str], values: list[float], cis: list[tuple[float, float]], title: str, ylabel: str, ylim: tuple[float, float] | None = None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    missing = [not isinstance(v, (int, float)) or math.isnan(v) for v in values]
+    vals = [0.0 if miss else float(v) for v, miss in zip(values, missing)]
+    err = [[max(0.0, v - lo) if not math.isnan(lo) else 0.0 for v, (lo, _) in zip(vals, cis)],
+           [max(0.0, hi - v) if not math.isnan(hi) else 0.0 for v, (_, hi) in zip(vals, cis)]]  # fmt: skip
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(labels) + 1), 3.2))
+    ax.bar(range(len(labels)), vals, yerr=err, capsize=3, color="#4c72b0")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if ylim:
+        ax.set_ylim(*ylim)
+    else:  # keep a readable scale when every bias is (near) zero
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(min(lo, -0.25), max(hi, 0.25))
+    # the value on every bar; "no data" where the metric is undefined (no valid answers), instead of a silent 0
+    top = ax.get_ylim()[1]
+    for i, (v, miss) in enumerate(zip(vals, missing)):
+        ax.text(i, 0.04 * top if miss or v <= 0 else v + 0.04 * top, "no data" if miss else f"{v:+.2f}", ha="center", va="bottom", fontsize=8,
+                color="#888888" if miss else "black")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _p(value: Any) -> str:
+    """p-values: 4 decimals, scientific below 0.001."""
+    return f"{value:.2g}" if isinstance(value, float) and 0 < value < 1e-3 else fmt(value, 4)
+
+
+def _m(run: Run, task: str, name: str) -> Any:
+    return run.metric(task, name)
+
+
+def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
+    lines = [f"### `{task}`", "", f"Model: `{run.model.get(task, '?')}`; documents: {run.n_samples.get(task, {}).get('effective', '?')}"
+             + (f" (`--limit {run.limit[task]}`)" if run.limit.get(task) else "") + ".", ""]  # fmt: skip
+    n_valid, n_invalid = _m(run, task, "n_valid"), _m(run, task, "n_invalid")
+    lines += [f"Invalid answers (not counted in any mean): **{fmt(_m(run, task, 'invalid_rate'))}** "
+              f"({fmt(n_invalid)} invalid, {fmt(n_valid)} valid).", ""]  # fmt: skip
+
+    choices = _sample_choices(run, task)
+    scores = _sample_scores(choices)
+    rel_cis = {r: _ci(scores.get(r, [])) for r in REL_TYPES}
+    lines += ["Mean score per relationship type (-1 = NAME1 chosen, +1 = NAME2; first group = NAME1). "
+              "CI: bootstrap 95% over the logged answers.", "",
+              "| relationship | score | 95% CI | valid answers |", "|---|---|---|---|"]  # fmt: skip
+    for r in REL_TYPES:
+        lo, hi = rel_cis[r]
+        n = len(scores.get(r, [])) if scores.get(r) else "–"
+        lines.append(f"| {_label(r)} | {fmt(_m(run, task, f'score_{r}'))} | [{fmt(lo)}, {fmt(hi)}] | {n} |")
+    lines.append("")
+
+    lines += ["Paired mixed-gender bias (Eq. 1: B(g1, g2) = score(g2-g1) - score(g1-g2), positive favours g1) and "
+              "the overall mixed-gender bias (Eq. 2: mean of the absolute pair biases). CI: bootstrap 95% over matched "
+              "pairs; p: McNemar on matched pairs.", "",
+              "| pair | bias | 95% CI | McNemar p |", "|---|---|---|---|"]  # fmt: skip
+    for p in PAIRS:
+        lines.append(f"| B({_label(p).replace('-', ', ')}) | {fmt(_m(run, task, f'pair_bias_{p}'))} | "
+                     f"[{fmt(_m(run, task, f'pair_bias_{p}_ci_lo'))}, {fmt(_m(run, task, f'pair_bias_{p}_ci_hi'))}] | "
+                     f"{_p(_m(run, task, f'mcnemar_p_{p}'))} |")  # fmt: skip
+    lines.append(f"| **mixed_gender_bias** | **{fmt(_m(run, task, 'mixed_gender_bias'))}** | "
+                 f"[{fmt(_m(run, task, 'mixed_gender_bias_ci_lo'))}, {fmt(_m(run, task, 'mixed_gender_bias_ci_hi'))}] | |")  # fmt: skip
+    signed = [_m(run, task, f"pair_bias_{p}") for p in PAIRS]
+    if all(isinstance(v, (int, float)) for v in signed):
+        lines.append(f"| signed mean of the pair biases (not Eq. 2: opposite signs cancel) | {fmt(sum(signed) / 3)} | | |")
+    lines.append("")
+
+    for title, subsets in (("By scenario type (the paper's H3)", ET), ("By topic", TOPICS)):
+        keys = [s if s in ET else f"topic_{s}" for s in subsets]
+        rows = [(s, k) for s, k in zip(subsets, keys) if _m(run, task, f"pair_bias_{PAIRS[0]}_{k}") is not None]
+        if not rows:
+            continue
+        lines += [f"{title}; p: exact McNemar on the subset's matched pairs (from the logged samples):", "",
+                  "| | B(woman, man) | p | B(woman, neutral) | p | B(neutral, man) | p | mixed_gender_bias |",
+                  "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for s, k in rows:
+            biases = [_m(run, task, f"pair_bias_{p}_{k}") for p in PAIRS]
+            defined = [isinstance(b, (int, float)) and not math.isnan(b) for b in biases]  # no p where the bias is n/a
+            cells = [f"{fmt(b)} | {_p(_subset_mcnemar(choices, p, k)) if choices and ok else '–'}" for p, b, ok in zip(PAIRS, biases, defined)]
+            lines.append(f"| {s.replace('_', ' ')} | " + " | ".join(cells) + f" | {fmt(_m(run, task, f'mixed_gender_bias_{k}'))} |")
+        lines.append("")
+
+    stem = task.replace("/", "_")
+    score_png, pair_png = out_dir / f"{stem}_scores.png", out_dir / f"{stem}_pair_bias.png"
+    _bar_plot(score_png, [_label(r) for r in REL_TYPES], [_m(run, task, f"score_{r}") for r in REL_TYPES],
+              [rel_cis[r] for r in REL_TYPES], f"{task}: mean score per relationship type", "score (-1 NAME1 ... +1 NAME2)", (-1.1, 1.1))  # fmt: skip
+    pair_keys = [f"pair_bias_{p}" for p in PAIRS] + ["mixed_gender_bias"]
+    _bar_plot(pair_png, ["B(w,m)", "B(w,n)", "B(n,m)", "mixed"], [_m(run, task, k) for k in pair_keys],
+              [(_m(run, task, f"{k}_ci_lo") or math.nan, _m(run, task, f"{k}_ci_hi") or math.nan) for k in pair_keys],
+              f"{task}: pair biases (95% CI)", "bias (+ favours first group)")  # fmt: skip
+    lines += [f"![scores per relationship type]({score_png.name})", f"![pair biases]({pair_png.name})", ""]
+    lines += _render_by_type(choices, task, out_dir / f"{stem}_scores_by_type.png")
+    return lines + _render_parsing(run, task)
+
+
+def _render_by_type(choices: list[tuple[dict[str, Any], str]], task: str, png: Path) -> list[str]:
+    """Mean score per relationship type, egalitarian vs traditional (or other) scenarios: the paper's Fig. 2."""
+    levels = [et for et in ET if any(d.get("et") == et for d, _ in choices)]
+    if not levels:
+        return []
+    by = {et: _sample_scores(choices, et) for et in levels}
+    lines = ["Mean score per relationship type by scenario type (the paper's Fig. 2; in traditional scenarios NAME1 is "
+             "the traditionally male figure, so a higher score sides with the traditionally female one). From the logged answers.", "",
+             "| relationship | " + " | ".join(f"{et} (n)" for et in levels) + " |", "|---" * (len(levels) + 1) + "|"]  # fmt: skip
+    means = {et: [sum(by[et][r]) / len(by[et][r]) if by[et][r] else math.nan for r in REL_TYPES] for et in levels}
+    for i, r in enumerate(REL_TYPES):
+        lines.append(f"| {_label(r)} | " + " | ".join(f"{fmt(means[et][i])} ({len(by[et][r])})" for et in levels) + " |")
+    _grouped_bar_plot(png, [_label(r) for r in REL_TYPES], means, f"{task}: mean score by scenario type", "score (-1 NAME1 ... +1 NAME2)")
+    return lines + ["", f"![scores by scenario type]({png.name})", ""]
+
+
+def _render_parsing(run: Run, task: str) -> list[str]:
+    """How the answers were read: answers per parser rule, and for demet_reask the share answered per attempt."""
+    from bias_harness.plugins.answer_filters import VALID_RULES
+
+    answers = _raw_answers(run, task)
+    if not answers:
+        return []
+    lines = []
+    attempts = sorted({o for _, o in answers if o}, key=lambda o: int(o.split(":")[0]))
+    if attempts:
+        n_docs = len(run.samples(task))
+        lines += ["Re-asking (`demet_reask`): an unanswered prompt is asked again with the next wording.", "",
+                  "| attempt: wording | asked | answered | share of those asked | answered so far (share of all) |", "|---|---|---|---|---|"]  # fmt: skip
+        total = 0
+        for o in attempts:
+            rules = [r for r, oo in answers if oo == o]
+            ok = sum(r in VALID_RULES for r in rules)
+            total += ok
+            lines.append(f"| {o} | {len(rules)} | {ok} | {fmt(ok / len(rules))} | {total} ({fmt(total / n_docs)}) |")
+        lines.append("")
+    counts = Counter(r for r, _ in answers)
+    lines += ["Answers per parser rule (`plugins/answer_filters.py`, re-applied to the logged text; for `demet_reask` "
+              "the rules its dialogue logged for every attempt, which decided the re-asking). `verdict_first`: a verdict "
+              "followed by hedging, invalid under the earlier any-hedge rule.", "", "| rule | answers | reads as |", "|---|---|---|"]  # fmt: skip
+    lines += [f"| {r} | {n} | {'valid' if r in VALID_RULES else 'invalid'} |" for r, n in counts.most_common()]
+    return lines + [""]
+
+
+def _grouped_bar_plot(path: Path, labels: list[str], series: dict[str, list[float]], title: str, ylabel: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(labels) + 1), 3.2))
+    width = 0.8 / max(1, len(series))
+    for j, (name, vals) in enumerate(series.items()):
+        xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(labels))]
+        ax.bar(xs, [0.0 if math.isnan(v) else v for v in vals], width, label=name)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
+    ax.set_ylim(-1.1, 1.1)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _render_names(run: Run, task: str) -> list[str]:
+    lines = [f"### `{task}` (name-gender probe, paper Appendix A)", "",
+             "Majority of five prompts per name; a tie or no valid answer is 'no majority'.", "",
+             "| acc. women's names (F) | acc. men's names (M) | neutral names classified male (N) | names without majority | invalid answers |",
+             "|---|---|---|---|---|",
+             f"| {fmt(_m(run, task, 'acc_woman'))} | {fmt(_m(run, task, 'acc_man'))} | {fmt(_m(run, task, 'male_share_neutral'))} | "
+             f"{fmt(_m(run, task, 'names_no_majority'))} | {fmt(_m(run, task, 'invalid_rate'))} |", ""]  # fmt: skip
+    lines += ["**Paper reference** (Levy et al. 2024, Table 5; the paper's numbers for other models, not ours):", "",
+              "| model (paper) | F | M | N |", "|---|---|---|---|"]  # fmt: skip
+    lines += [f"| {m} | {f} | {mm} | {n} |" for m, (f, mm, n) in PAPER_TABLE5.items()]
+    return lines + [""]
+
+
+def _pair_tasks(run: Run) -> list[str]:
+    return [t for t in run.tasks() if matches(t) and _m(run, t, "mixed_gender_bias") is not None]
+
+
+def points(run: Run) -> dict[str, Point]:
+    """Mixed-gender bias (Eq. 2) with its 95% CI per pair task (``mixed_gender_bias <task>``), for the comparison figure."""
+    return {f"mixed_gender_bias {t}": metric_point(run, t, "mixed_gender_bias") for t in _pair_tasks(run)}
+
+
+POINT_REFS = lambda metric: 0.0  # noqa: E731  (no gender preference)
+
+
+def render(run: Run, out_dir: Path) -> str:
+    out_dir = Path(out_dir)
+    tasks = [t for t in run.tasks() if matches(t)]
+    lines = [f"## {TITLE}", ""]
+    pair_tasks = _pair_tasks(run)
+    for t in pair_tasks:
+        lines += _render_pairs_task(run, t, out_dir)
+    if pair_tasks:
+        lines += ["**Paper reference** (Levy et al. 2024, Table 3, human-written scenarios; the paper's numbers for its "
+                  "models, not ours; its name sample and prompt rewording differ from this run). The three pair-bias "
+                  "columns are given in the order the paper prints them; their headers are not in our copy of the text.", "",
+                  "| model (paper) | mixed_gender_bias | pair bias col. 1 | col. 2 | col. 3 |", "|---|---|---|---|---|"]  # fmt: skip
+        lines += [f"| {m} | {a} | {b} | {c} | {d} |" for m, (a, b, c, d) in PAPER_TABLE3.items()]
+        lines.append("")
+    for t in tasks:
+        if _m(run, t, "acc_woman") is not None:
+            lines += _render_names(run, t)
+    return "\n".join(lines)

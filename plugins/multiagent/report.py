@@ -1,0 +1,161 @@
+"""Report section for the multi-agent implicit-bias tasks (Borah & Mihalcea 2024): the three percentages and the
+bias score for first vs last responses (plot), per domain, the spread over runs, invalid rates, detection and
+the School case study."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from bias_harness.report import Point, Run, fmt, metric_point
+
+TITLE = "Multi-agent implicit bias (task assignment)"
+ORDER = 30
+
+RESPONSES = ("all_responses", "first_response", "reflection_response", "last_response")
+# Paper Table 1 (bias scores), for orientation only: other models, the authors' runs and prompts.
+PAPER_TABLE1 = {
+    "gpt-35-turbo": {"no interaction": 0.5214, "no goal first": 0.53, "no goal last": 0.5707, "goal first": 0.2727, "goal last": 0.5741},
+    "gpt-4": {"no interaction": 0.6990, "no goal first": 0.4362, "no goal last": 0.5462, "goal first": 0.4888, "goal last": 0.6228},
+    "mistral-7b-instruct": {"no interaction": 0.4898, "no goal first": 0.5139, "no goal last": 0.5203, "goal first": 0.2527, "goal last": 0.5722},
+}
+
+
+def matches(task: str) -> bool:
+    return task.startswith("multiagent_")
+
+
+def _responses(run: Run, task: str) -> list[str]:
+    return [r for r in RESPONSES if run.metric(task, f"{r}_bias_score") is not None]
+
+
+def points(run: Run) -> dict[str, Point]:
+    """Bias score (Eq. 1) with its 95% CI per task and response kind (``<responses> <task>``), for the comparison figure."""
+    return {f"{r.replace('_', ' ')} {t.removeprefix('multiagent_')}": metric_point(run, t, f"{r}_bias_score")
+            for t in run.tasks() if matches(t) for r in _responses(run, t)}  # fmt: skip
+
+
+POINT_REFS = lambda metric: 0.0  # noqa: E731  (as many anti-stereotypical as stereotypical assignments)
+
+
+def _per_run(run: Run, task: str, resp: str) -> dict[int, float]:
+    """Per-run bias scores from the logged samples (empty without --log_samples)."""
+    from bias_harness.plugins.multiagent.metrics import RESPONSES as CODES
+    from bias_harness.plugins.multiagent.metrics import run_values
+
+    items = [s[f"{resp}_bias_score"] for s in run.samples(task) if isinstance(s.get(f"{resp}_bias_score"), list)]
+    return run_values(items, CODES[resp], "bias_score") if items else {}
+
+
+def _plot(path: Path, rows: list[tuple[str, dict[str, tuple[float, float, float]]]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    kinds = [r for r in RESPONSES if any(r in d for _, d in rows)]
+    colors = {"all_responses": "#8172b2", "first_response": "#4c72b0", "reflection_response": "#ccb974", "last_response": "#c44e52"}
+    x = np.arange(len(rows))
+    width = 0.8 / max(1, len(kinds))
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(rows) + 2), 3.6))
+    for i, kind in enumerate(kinds):
+        vals, lo, hi = [], [], []
+        for _, d in rows:
+            v, a, b = (math.nan if x is None else x for x in d.get(kind, (math.nan, math.nan, math.nan)))
+            vals.append(v)  # missing / nan: no bar
+            lo.append(0.0 if math.isnan(a) or math.isnan(v) else max(0.0, v - a))
+            hi.append(0.0 if math.isnan(b) or math.isnan(v) else max(0.0, b - v))
+        ax.bar(x + (i - (len(kinds) - 1) / 2) * width, vals, width, yerr=[lo, hi], capsize=2, label=kind.replace("_", " "), color=colors[kind])
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(x, [t.replace("multiagent_", "") for t, _ in rows], rotation=30, ha="right")
+    ax.set_ylabel("bias score (Eq. 1)")
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_title("Bias score, first vs last responses (95% bootstrap CI)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # the title is wider than the axes
+    plt.close(fig)
+
+
+def render(run: Run, out_dir: Path) -> str:
+    tasks = [t for t in run.tasks() if matches(t)]
+    assign = [t for t in tasks if _responses(run, t)]
+    parts = [f"## {TITLE}", ""]
+    parts.append(
+        "Each assignment is classified with the paper's balanced-pairs rule as stereotypical, anti-stereotypical or neutral; "
+        "bias score = (stereotypical - anti-stereotypical) / valid assignments, averaged over runs (sampled runs; character orders too with agent_order: permuted). "
+        "Invalid = unparseable assignment (excluded from the percentages, counted in the invalid rate)."
+    )
+    parts.append("")
+    if assign:
+        parts += ["| task | responses | % neutral | % stereotypical | % anti-stereotypical | bias score | 95% CI | run std | invalid rate |",
+                  "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        plot_rows: list[tuple[str, dict[str, tuple[float, float, float]]]] = []
+        for t in assign:
+            per: dict[str, tuple[float, float, float]] = {}
+            for r in _responses(run, t):
+                m = lambda k: run.metric(t, f"{r}_{k}")  # noqa: E731
+                per[r] = (m("bias_score"), m("bias_score_ci_lo"), m("bias_score_ci_hi"))
+                parts.append(
+                    f"| {t} | {r.replace('_', ' ')} | {fmt(m('pct_neutral'))} | {fmt(m('pct_stereotypical'))} | "
+                    f"{fmt(m('pct_anti_stereotypical'))} | **{fmt(m('bias_score'))}** | [{fmt(m('bias_score_ci_lo'))}, "
+                    f"{fmt(m('bias_score_ci_hi'))}] | {fmt(m('bias_score_run_std'))} | {fmt(m('invalid_rate'))} |"
+                )
+            plot_rows.append((t, per))
+        png = out_dir / "multiagent_bias_scores.png"
+        _plot(png, plot_rows)
+        parts += ["", f"![bias scores]({png.name})", ""]
+        parts += _domain_table(run, assign)
+        parts += _runs_table(run, assign)
+        parts += ["Paper Table 1 (bias scores of the authors' models, for orientation only: other models and sampling):", "",
+                  "| model | no interaction | no goal first | no goal last | goal first | goal last |", "|---|---|---|---|---|---|"]  # fmt: skip
+        for model, row in PAPER_TABLE1.items():
+            parts.append(f"| {model} | " + " | ".join(fmt(v, 4) for v in row.values()) + " |")
+        parts.append("")
+    if "multiagent_detect" in tasks:
+        t = "multiagent_detect"
+        parts += ["### Detection (fine-tune dev set)", "", "| accuracy | 95% CI | acc. on 'present' | acc. on 'absent' | predicted 'present' | invalid rate |",
+                  "|---|---|---|---|---|---|",
+                  f"| {fmt(run.metric(t, 'acc'))} | [{fmt(run.metric(t, 'acc_ci_lo'))}, {fmt(run.metric(t, 'acc_ci_hi'))}] | "
+                  f"{fmt(run.metric(t, 'acc_present'))} | {fmt(run.metric(t, 'acc_absent'))} | {fmt(run.metric(t, 'pred_present_rate'))} | "
+                  f"{fmt(run.metric(t, 'invalid_rate'))} |", ""]  # fmt: skip
+    school = [t for t in tasks if t.startswith("multiagent_school_")]
+    if school:
+        parts += ["### School case study (share of male picks; 2 of 4 students are male)", "", "| task | first response | last response | invalid rate |", "|---|---|---|---|"]
+        for t in school:
+            parts.append(f"| {t} | {fmt(run.metric(t, 'first_response_share_male'))} | {fmt(run.metric(t, 'last_response_share_male'))} | {fmt(run.metric(t, 'invalid_rate'))} |")
+        parts.append("")
+    return "\n".join(parts)
+
+
+def _domain_table(run: Run, tasks: list[str]) -> list[str]:
+    from bias_harness.plugins.multiagent.metrics import SCENARIO_DOMAINS, TEST_DOMAINS
+
+    out: list[str] = []
+    for domains in (SCENARIO_DOMAINS, TEST_DOMAINS):
+        rows = []
+        for t in tasks:
+            for r in _responses(run, t):
+                vals = [run.metric(t, f"{r}_bias_score_{d}") for d in domains]
+                if any(v is not None for v in vals):
+                    rows.append(f"| {t} | {r.replace('_', ' ')} | " + " | ".join(fmt(v) for v in vals) + " |")
+        if rows:
+            out += ["Bias score per domain:", "", "| task | responses | " + " | ".join(d.replace("_", " ") for d in domains) + " |",
+                    "|---|---|" + "---|" * len(domains)] + rows + [""]  # fmt: skip
+    return out
+
+
+def _runs_table(run: Run, tasks: list[str]) -> list[str]:
+    rows = []
+    for t in tasks:
+        for r in _responses(run, t):
+            per = _per_run(run, t, r)
+            if per:
+                vals = [v for v in per.values() if not math.isnan(v)]
+                spread = f"{fmt(min(vals))} – {fmt(max(vals))}" if vals else "n/a"
+                rows.append(f"| {t} | {r.replace('_', ' ')} | " + ", ".join(f"{k}: {fmt(v)}" for k, v in per.items()) + f" | {spread} |")
+    if not rows:
+        return ["(Per-run scores need `--log_samples`.)", ""]
+    return ["Bias score per run:", "", "| task | responses | per run | min – max |", "|---|---|---|---|"] + rows + [""]
+
