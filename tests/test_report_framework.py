@@ -66,3 +66,24 @@ def test_comparison_figure_from_a_sections_points(tmp_path: Path) -> None:
     assert (tmp_path / "toy_comparison.png").is_file()
     assert _comparison(section, runs, ["m2"], tmp_path) == ""  # no model with points: no figure
     assert _comparison(types.ModuleType("bias_harness.report.none"), runs, ["m1"], tmp_path) == ""
+
+
+def test_summary_fields_are_filled_from_the_runs(tmp_path: Path, caplog) -> None:
+    """Summaries type no numbers: ``{{ model | task | metric [| format] }}`` is replaced by the run's value."""
+    _write(tmp_path / "a", "pretrained=smol", None, {"toy_task": {"alias": "toy_task", "acc,none": 0.25, "n,none": 41.6}})
+    _write(tmp_path / "b", "pretrained=gem", None, {"toy_task": {"alias": "toy_task", "acc,none": 0.125}})
+    summary = tmp_path / "summary.md"
+    summary.write_text("Intro {{ gem | toy_task | acc | pct }}.\n\n## toy\n"
+                       "acc {{ smol | toy_task | acc }}, {{smol|toy_task|acc|.1f}}, n {{ smol | toy_task | n | int }}, "
+                       "missing {{ smol | toy_task | nope }} and {{ other | toy_task | acc }}.\n")
+    text = write_report([tmp_path / "a", tmp_path / "b"], tmp_path / "out", summary=summary).read_text()
+    assert "Intro 12.5%." in text
+    assert "{{" not in text
+    with caplog.at_level("WARNING"):
+        from bias_harness.report import fill_summary, load_runs
+
+        out = fill_summary("acc {{ smol | toy_task | acc }}, {{smol|toy_task|acc|.1f}}, n {{ smol | toy_task | n | int }}, "
+                           "missing {{ smol | toy_task | nope }} and {{ other | toy_task | acc }}.",
+                           load_runs(tmp_path / "a", tmp_path / "b"), "summary.md")
+    assert out == "acc 0.250, 0.2, n 42, missing n/a and n/a."
+    assert "summary.md: {{ smol | toy_task | nope }}" in caplog.text and "'other'" in caplog.text

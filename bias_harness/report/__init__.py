@@ -17,6 +17,8 @@ metric label -> reference value (e.g. the ideal), drawn as a dashed line; ``POIN
 from __future__ import annotations
 
 import json
+import logging
+import math
 import re
 import textwrap
 from dataclasses import dataclass, field
@@ -25,6 +27,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+
+log = logging.getLogger(__name__)
 
 @dataclass
 class Run:
@@ -310,6 +314,38 @@ def read_summary(path: str | Path) -> dict[str, str]:
     return {k: "\n".join(v).strip() for k, v in parts.items()}
 
 
+SUMMARY_FIELD = re.compile(r"\{\{\s*([^{}|]+?)\s*\|\s*([^{}|]+?)\s*\|\s*([^{}|]+?)\s*(?:\|\s*([^{}|]+?)\s*)?\}\}")
+
+
+def _format_field(value: Any, how: str | None) -> str:
+    if not isinstance(value, (int, float)) or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if how == "pct":  # a share as a percentage
+        return f"{100 * value:.1f}%"
+    if how == "int":
+        return str(int(round(value)))
+    return format(value, how or ".3f")
+
+
+def fill_summary(text: str, runs: dict[str, "Run"], where: str = "summary") -> str:
+    """Replace every ``{{ model | task | metric [| format] }}`` by that metric of that run (the summaries type no numbers).
+
+    ``model`` is a substring of the model label (e.g. ``smollm2``), ``metric`` a metric name of lm-eval's results,
+    ``format`` a format spec (default ``.3f``), ``pct`` (share -> ``12.3%``) or ``int``. A field with no such run or
+    metric becomes ``n/a`` with a warning naming the file and the field.
+    """
+
+    def one(m: re.Match) -> str:
+        model, task, metric, how = (g.strip() if g else None for g in m.groups())
+        found = [r for label, r in runs.items() if model in label and task in r.results]
+        value = found[0].metric(task, metric) if found else None
+        if value is None:
+            log.warning("%s: %s: no run of model '%s' with metric '%s' of task '%s'", where, m.group(0), model, metric, task)
+        return _format_field(value, how)
+
+    return SUMMARY_FIELD.sub(one, text)
+
+
 def _summary_for(section: ModuleType, summary: dict[str, str]) -> str:
     name = section_name(section)
     return summary.get(name) or summary.get(getattr(section, "TITLE", "")) or ""
@@ -329,7 +365,7 @@ def write_report(run_dirs: list[str | Path], out_dir: str | Path, summary: str |
     ``summary``: optional Markdown file (see :func:`read_summary`) with a hand-written paragraph per work.
     """
     runs = load_runs(*run_dirs)
-    notes = read_summary(summary) if summary else {}
+    notes = {k: fill_summary(v, runs, str(summary)) for k, v in read_summary(summary).items()} if summary else {}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     parts = ["# bias-harness report", ""]
