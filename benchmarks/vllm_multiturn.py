@@ -33,7 +33,7 @@ TASKS = ["stop", "multiagent_test_interaction"]
 VLLM_CPU_ARGS = {"max_model_len": 4096, "gpu_memory_utilization": 0.3}
 
 
-def evaluate(lm: Any, limit: int | None) -> dict[str, Any]:
+def evaluate(lm: Any, limit: int | None, tasks: list[str] = TASKS) -> dict[str, Any]:
     """One simple_evaluate over TASKS; returns wall time and the engine's per-step figures."""
     import lm_eval
 
@@ -41,7 +41,7 @@ def evaluate(lm: Any, limit: int | None) -> dict[str, Any]:
     from bias_harness.plugins.multiturn import engine as multiturn
 
     t0 = time.perf_counter()
-    lm_eval.simple_evaluate(model=lm, tasks=TASKS, limit=limit, apply_chat_template=True,
+    lm_eval.simple_evaluate(model=lm, tasks=tasks, limit=limit, apply_chat_template=True,
                             task_manager=bias_harness.task_manager(), bootstrap_iters=0)
     wall = time.perf_counter() - t0
     steps = [dict(s) for s in multiturn.LAST_RUN_STATS]  # both tasks run in one lockstep pass
@@ -73,6 +73,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="smollm2", help="'smollm2' (packaged) or an HF model folder")
     ap.add_argument("--limit", type=int, default=None, help="documents per task (default: all)")
+    ap.add_argument("--tasks", default=",".join(TASKS), help="comma list (default: %(default)s); `--tasks stop` = the full STOP run alone")
     ap.add_argument("--hf-batch-size", type=int, default=64)
     ap.add_argument("--backends", default="vllm,hf", help="comma list of vllm, hf")
     ap.add_argument("--no-prefix-cache-run", action="store_true", help="also run vLLM with enable_prefix_caching=False")
@@ -81,7 +82,8 @@ def main() -> None:
     from bias_harness.models import prepare_model
 
     path = str(prepare_model("smollm2")) if args.model == "smollm2" else args.model
-    print(f"model {path}; tasks {TASKS}; limit {args.limit or 'all'}; cores {os.cpu_count()}")
+    tasks = [t for t in args.tasks.split(",") if t]
+    print(f"model {path}; tasks {tasks}; limit {args.limit or 'all'}; cores {os.cpu_count()}")
     results: dict[str, tuple[dict[str, Any], float | None]] = {}
     backends = args.backends.split(",")
     vllm_runs = [("vllm", True)] + ([("vllm-no-prefix", False)] if args.no_prefix_cache_run else [])
@@ -94,7 +96,7 @@ def main() -> None:
         t0 = time.perf_counter()
         lm = VLLM(pretrained=path, enable_prefix_caching=prefix, **extra)
         startup = time.perf_counter() - t0
-        results[name] = (evaluate(lm, args.limit), startup)
+        results[name] = (evaluate(lm, args.limit, tasks), startup)
         summarize(name, *results[name])
         del lm  # shuts the engine down before the next one starts
     if "hf" in backends:
@@ -103,7 +105,7 @@ def main() -> None:
         import torch
 
         lm = HFLM(pretrained=path, batch_size=args.hf_batch_size, device="cuda" if torch.cuda.is_available() else "cpu")
-        results["hf"] = (evaluate(lm, args.limit), None)
+        results["hf"] = (evaluate(lm, args.limit, tasks), None)
         summarize("hf", *results["hf"])
     if "hf" in results and "vllm" in results:
         hf, (vl, st) = results["hf"][0]["wall"], results["vllm"]
