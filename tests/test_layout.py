@@ -1,0 +1,178 @@
+"""The layout of issue 17: a work is three folders named after it, and dependencies point one way.
+
+* every work (``bias_harness.works.names()``) has ``tasks/<work>/`` (README.md + task YAMLs), ``plugins/<work>/``
+  (``metrics.py``, ``report.py``) and ``datasets_src/<work>/`` (a :class:`DatasetBuilder` the registry finds);
+  every folder under ``tasks/`` and ``datasets_src/`` is a work, every package under ``plugins/`` a work or shared
+  mechanics;
+* a work's package may use the shared mechanics, never another work's package; ``datasets_src`` never imports
+  ``plugins`` or ``mitigation``; ``plugins`` and ``datasets_src`` never import ``bias_harness.mitigation`` or
+  ``bias_harness.commands`` (checked on the source: every ``import`` statement, also those inside functions).
+
+See docs/adding_a_work.md.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from bias_harness import tasks_dir, works
+
+SHARED_PLUGIN_PACKAGES = {"multiturn"}  # shared mechanics that are packages (the rest are modules)
+
+
+def _root(package: str) -> Path:
+    import importlib
+
+    return Path(next(iter(importlib.import_module(package).__path__))).resolve()
+
+
+PLUGINS = _root("bias_harness.plugins")
+DATASETS = _root("bias_harness.datasets_src")
+TASKS = Path(tasks_dir())
+WORKS = works.names()
+
+
+def _folders(root: Path) -> set[str]:
+    return {p.name for p in root.iterdir() if p.is_dir() and p.name != "__pycache__" and not p.name.startswith(".")}
+
+
+def _module_name(path: Path) -> str:
+    """``plugins/stop/metrics.py`` -> ``bias_harness.plugins.stop.metrics`` (packages: their ``__init__`` dropped)."""
+    for root, package in ((PLUGINS, "bias_harness.plugins"), (DATASETS, "bias_harness.datasets_src")):
+        if path.is_relative_to(root):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            return ".".join([package, *parts])
+    raise ValueError(path)
+
+
+def imports(path: Path) -> set[str]:
+    """Every module ``path`` imports (absolute names; relative imports resolved), anywhere in the file."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            found.add(name)
+            found.update(f"{name}.{alias.name}" for alias in node.names)  # ``from pkg import submodule``
+    return found
+
+
+def _sources(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _work_of(name: str) -> str | None:
+    """The work whose package ``name`` is in (``bias_harness.plugins.<work>...``, ``bias_harness.datasets_src.<work>...``)."""
+    m = re.match(r"bias_harness\.(?:plugins|datasets_src)\.([A-Za-z_][A-Za-z0-9_]*)", name)
+    return m.group(1) if m and m.group(1) in WORKS else None
+
+
+# ---------------------------------------------------------------- three folders per work
+
+
+def test_there_are_works():
+    assert len(WORKS) >= 5, WORKS
+
+
+@pytest.mark.parametrize("work", WORKS)
+def test_work_has_its_task_folder(work):
+    folder = TASKS / work
+    assert folder.is_dir(), f"tasks/{work}/ is missing"
+    assert (folder / "README.md").is_file(), f"tasks/{work}/README.md is missing"
+    assert list(folder.glob("*.yaml")), f"tasks/{work}/ has no task YAML"
+
+
+@pytest.mark.parametrize("work", WORKS)
+def test_work_has_its_plugin_package(work):
+    folder = PLUGINS / work
+    for name in ("__init__.py", "metrics.py", "report.py"):
+        assert (folder / name).is_file(), f"plugins/{work}/{name} is missing"
+
+
+@pytest.mark.parametrize("work", WORKS)
+def test_work_has_its_dataset_builder(work):
+    from bias_harness.datasets_src.registry import builders
+
+    assert (DATASETS / work / "__init__.py").is_file(), f"datasets_src/{work}/ is not a package"
+    mine = [name for name, cls in builders().items() if _under(cls.__module__, f"bias_harness.datasets_src.{work}")]
+    assert mine, f"no DatasetBuilder in datasets_src/{work}/ found by datasets_src.registry"
+
+
+def test_every_task_folder_is_a_work():
+    assert _folders(TASKS) <= set(WORKS), f"folders under tasks/ that are no work: {sorted(_folders(TASKS) - set(WORKS))}"
+
+
+def test_every_dataset_folder_is_a_work():
+    assert _folders(DATASETS) <= set(WORKS), f"folders under datasets_src/ that are no work: {sorted(_folders(DATASETS) - set(WORKS))}"
+
+
+def test_every_plugin_package_is_a_work_or_shared():
+    extra = _folders(PLUGINS) - set(WORKS) - SHARED_PLUGIN_PACKAGES
+    assert not extra, f"packages under plugins/ that are neither a work (no report.py) nor shared mechanics: {sorted(extra)}"
+
+
+# ---------------------------------------------------------------- dependencies point one way
+
+
+def test_import_scan_sees_imports_inside_functions():
+    found = imports(PLUGINS / "paired.py")
+    assert "bias_harness.plugins.stats" in found and "bias_harness.report.load_run" in found
+
+
+@pytest.mark.parametrize("work", WORKS)
+def test_work_uses_no_other_work(work):
+    bad = []
+    for root in (PLUGINS / work, DATASETS / work):
+        for path in _sources(root):
+            bad += [f"{path.relative_to(root.parent.parent)}: {name}" for name in sorted(imports(path)) if _work_of(name) not in (None, work)]
+    assert not bad, "a work's package may use the shared mechanics, never another work's package:\n" + "\n".join(bad)
+
+
+def test_task_yamls_name_no_other_work():
+    bad = []
+    for work in WORKS:
+        for path in sorted((TASKS / work).iterdir()):
+            if path.is_file():
+                names = re.findall(r"bias_harness\.(?:plugins|datasets_src)\.[A-Za-z0-9_.]+", path.read_text(encoding="utf-8"))
+                bad += [f"tasks/{work}/{path.name}: {n}" for n in names if _work_of(n) not in (None, work)]
+    assert not bad, "\n".join(bad)
+
+
+def test_datasets_src_imports_no_plugins_or_mitigation():
+    bad = [
+        f"{path.relative_to(DATASETS.parent)}: {name}"
+        for path in _sources(DATASETS)
+        for name in sorted(imports(path))
+        if any(_under(name, p) for p in ("bias_harness.plugins", "bias_harness.mitigation", "plugins", "mitigation"))
+    ]
+    assert not bad, "datasets_src never imports plugins or mitigation:\n" + "\n".join(bad)
+
+
+def test_plugins_and_datasets_src_import_no_mitigation_or_commands():
+    forbidden = ("bias_harness.mitigation", "bias_harness.commands", "bias_harness.cli", "mitigation")
+    bad = [
+        f"{path.relative_to(root.parent)}: {name}"
+        for root in (PLUGINS, DATASETS)
+        for path in _sources(root)
+        for name in sorted(imports(path))
+        if any(_under(name, p) for p in forbidden)
+    ]
+    assert not bad, "plugins/ and datasets_src/ never import the recipes or the CLI:\n" + "\n".join(bad)
