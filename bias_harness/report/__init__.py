@@ -1,6 +1,6 @@
 """``bias-harness report``: lm-eval results + samples -> a Markdown report with PNG plots.
 
-Each work contributes a section module in this package that defines::
+Each work contributes a section, its ``plugins/<work>/report.py`` (found by :mod:`bias_harness.works`), that defines::
 
     TITLE = "DeMET: gender bias in relationship conflicts"
     ORDER = 10                                  # position in the report
@@ -8,7 +8,7 @@ Each work contributes a section module in this package that defines::
     def render(run: Run, out_dir: Path) -> str  # Markdown (plots saved under out_dir, linked relatively)
     def points(run: Run) -> dict[str, Point]     # optional: headline metrics with 95% CIs, for the comparison figure
 
-Sections are found automatically; a run with none of a section's tasks skips it. A section with ``points`` gets one
+A run with none of a section's tasks skips it. A section with ``points`` gets one
 comparison figure (every model side by side, CIs as error bars, :func:`comparison_plot`) in its section: under the
 heading when several models are reported, at the end with one model. Optional ``POINT_REFS``: a dict or a function
 metric label -> reference value (e.g. the ideal), drawn as a dashed line; ``POINT_REF_LABEL`` names it (default "ideal").
