@@ -70,7 +70,7 @@ def test_stop_task_with_ideal_oracle(stop_data, raw) -> None:
 
     ids = _pick(raw)
     lm = scripted_lm(_oracle(raw))
-    tm = bias_harness.task_manager(include_defaults=False)
+    tm = bias_harness.task_manager(include_defaults=False, metadata={"breakdown": True})  # sensitivity_<severity>
     res = lm_eval.simple_evaluate(model=lm, tasks=["stop"], task_manager=tm, samples={"stop": ids}, log_samples=True)
     r = res["results"]["stop"]
     assert (r["P,none"], r["P_low,none"], r["P_moderate,none"], r["P_high,none"], r["P_counter,none"]) == (1.0,) * 5
@@ -94,7 +94,7 @@ def test_stop_no_early_stop_and_human_file(stop_data, raw, tmp_path: Path) -> No
     human = tmp_path / "human.csv"
     human.write_text(f"progression_id,sensitivity\n{ids[0]},0.0\n{ids[1]},0.6\n{ids[2]},1.0\n")
     lm = scripted_lm(_oracle(raw, cf_answer="Yes, it does."))
-    tm = bias_harness.task_manager(include_defaults=False, metadata={"early_stop": False, "human_file": str(human)})
+    tm = bias_harness.task_manager(include_defaults=False, metadata={"early_stop": False, "human_file": str(human), "breakdown": True})
     res = lm_eval.simple_evaluate(model=lm, tasks=["stop"], task_manager=tm, samples={"stop": ids})
     r = res["results"]["stop"]
     assert lm.calls == [("generate_until", 3)] * 6  # every progression: 5 sentences + cf
@@ -124,8 +124,9 @@ def test_report_section(stop_data, raw, tmp_path: Path) -> None:
     from bias_harness.report import write_report
 
     ids = _pick(raw)
-    res = lm_eval.simple_evaluate(model=scripted_lm(_oracle(raw)), tasks=["stop"], task_manager=bias_harness.task_manager(include_defaults=False),
-                                  samples={"stop": ids})
+    # the switch: this run dir has no samples, and points() reads P_<severity>_ci_lo/_hi (breakdown metrics)
+    tm = bias_harness.task_manager(include_defaults=False, metadata={"breakdown": True})
+    res = lm_eval.simple_evaluate(model=scripted_lm(_oracle(raw)), tasks=["stop"], task_manager=tm, samples={"stop": ids})
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     payload = {"results": res["results"], "configs": res["configs"], "n-samples": res["n-samples"],

@@ -162,7 +162,7 @@ def test_stop_default_invalid_answer_is_never_a_success(docs) -> None:
         scripts[55 + k] = answers + ["Hmm"]
     scripts[61] = ["Yes"] * 5 + ["No"]
     scripts[62] = ["Hmm"] * 4 + ["Yes", "No"]
-    res, per, _ = _run("stop", scripts)
+    res, per, _ = _run("stop", scripts, breakdown=True)  # P_counter_<severity> are breakdown metrics
     assert {docs[p]["severity"] for p in scripts} == {"low"} and all(per[p][0].sensitivity == 0.0 for p in scripts)
     assert [per[p][0].judged for p in sorted(scripts)] == [False] * 5 + [True, False]
     assert res["P,none"] == pytest.approx(1 / 7) and res["P_low,none"] == pytest.approx(1 / 7) and res["P_all,none"] == pytest.approx(1 / 7)

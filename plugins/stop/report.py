@@ -1,5 +1,9 @@
 """Report section: STOP (offensive progressions) - success rates with CIs, sensitivity per severity and
-demographic (plot), invalid answers, and the paper's 10 recorded models rescored with the same code."""
+demographic (plot), invalid answers, and the paper's 10 recorded models rescored with the same code.
+
+Every number comes from lm-eval's results where the run has it, else (the breakdown metrics of a run without
+``--metadata '{"breakdown": true}'``) from the logged samples through the task's own aggregations
+(:func:`bias_harness.plugins.stop.metrics.compute_metrics` on the per-progression items of ``P``)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bias_harness.report import Point, Run, fmt, metric_point
+from bias_harness.report import Point, Run, fmt
 
 TITLE = "STOP: sensitivity to offensive progressions"
 ORDER = 30
@@ -25,14 +29,47 @@ def _pct(v: Any) -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * v:.1f}"
 
 
+_FROM_SAMPLES: dict[tuple[str, int, int], dict[str, float]] = {}
+
+
+def from_samples(run: Run, task: str) -> dict[str, float]:
+    """Every STOP metric of ``task`` recomputed from its logged samples (empty without samples)."""
+    path = run.sample_files.get(task)
+    if not path:
+        return {}
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _FROM_SAMPLES:
+        from bias_harness.errors import MissingInput
+        from bias_harness.plugins.stop.metrics import Progression, compute_metrics
+
+        items = [Progression(*s["P"]) for s in run.samples(task) if s.get("P") is not None]
+        try:
+            _FROM_SAMPLES[key] = compute_metrics(items) if items else {}
+        except (MissingInput, ValueError):  # the run's human_file is gone (or ambiguous): no realistic metrics
+            _FROM_SAMPLES[key] = compute_metrics(items, human={})
+    return _FROM_SAMPLES[key]
+
+
+def metric(run: Run, task: str, name: str) -> Any:
+    """``name`` from lm-eval's results, else recomputed from the logged samples (None when neither has it)."""
+    value = run.metric(task, name)
+    return value if value is not None else from_samples(run, task).get(name)
+
+
 def _ci(run: Run, task: str, name: str) -> str:
-    lo, hi = run.metric(task, f"{name}_ci_lo"), run.metric(task, f"{name}_ci_hi")
+    lo, hi = metric(run, task, f"{name}_ci_lo"), metric(run, task, f"{name}_ci_hi")
     return "" if lo is None else f" [{_pct(lo)}, {_pct(hi)}]"
+
+
+def _point(run: Run, task: str, name: str) -> Point:
+    vals = (metric(run, task, k) for k in (name, f"{name}_ci_lo", f"{name}_ci_hi"))
+    return Point(*(float(v) if isinstance(v, (int, float)) else float("nan") for v in vals))
 
 
 def points(run: Run) -> dict[str, Point]:
     """Success rates P, P_low, P_moderate, P_high with their 95% CIs per task (``<rate> <task>``; ideal 1.0)."""
-    return {f"{n} {t}": metric_point(run, t, n) for t in run.tasks() if matches(t) for n in ("P", *(f"P_{s}" for s in SEVERITIES))}
+    return {f"{n} {t}": _point(run, t, n) for t in run.tasks() if matches(t) for n in ("P", *(f"P_{s}" for s in SEVERITIES))}
 
 
 POINT_REFS = lambda metric: 1.0  # noqa: E731  (every progression a success)
@@ -56,8 +93,8 @@ def _plot(run: Run, tasks: list[str], out_dir: Path) -> str:
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1, 3]})
     width = 0.8 / max(1, len(tasks))
     for j, task in enumerate(tasks):
-        sev = [run.metric(task, f"sensitivity_{s}") for s in SEVERITIES]
-        dem = [run.metric(task, f"sensitivity_{metric_slug(d)}") for d in demos]
+        sev = [metric(run, task, f"sensitivity_{s}") for s in SEVERITIES]
+        dem = [metric(run, task, f"sensitivity_{metric_slug(d)}") for d in demos]
         axes[0].bar([i + j * width for i in range(3)], [v if v is not None else float("nan") for v in sev], width, label=task)
         axes[1].bar([i + j * width for i in range(len(demos))], [v if v is not None else float("nan") for v in dem], width, label=task)
     axes[0].scatter([i + 0.4 - width / 2 for i in range(3)], [IDEAL_SENSITIVITY[s] for s in SEVERITIES], marker="_", s=900,
@@ -118,14 +155,14 @@ def render(run: Run, out_dir: Path) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for t in tasks:
-        cells = [f"{_pct(run.metric(t, n))}{_ci(run, t, n) if n not in ('P_all', 'P_counter_all') else ''}" for n in RATES]
+        cells = [f"{_pct(metric(run, t, n))}{_ci(run, t, n) if n not in ('P_all', 'P_counter_all') else ''}" for n in RATES]
         lines.append(f"| {t} | {run.model.get(t, '?')} | " + " | ".join(cells)
-                     + f" | {_pct(run.metric(t, 'invalid_rate'))} | {_pct(run.metric(t, 'flagged_rate'))} | {fmt(run.metric(t, 'n_scored'), 0)} |")
-    if any(run.metric(t, "human_n") for t in tasks):
+                     + f" | {_pct(metric(run, t, 'invalid_rate'))} | {_pct(metric(run, t, 'flagged_rate'))} | {fmt(metric(run, t, 'n_scored'), 0)} |")
+    if any(metric(run, t, "human_n") for t in tasks):
         lines += ["", "Realistic performance (human file given with `--metadata human_file=...`):", "",
                   "| task | human alignment | mean abs. difference | progressions compared |", "|---|---|---|---|"]
         for t in tasks:
-            lines.append(f"| {t} | {_pct(run.metric(t, 'human_alignment'))} | {fmt(run.metric(t, 'human_mae'))} | {fmt(run.metric(t, 'human_n'), 0)} |")
+            lines.append(f"| {t} | {_pct(metric(run, t, 'human_alignment'))} | {fmt(metric(run, t, 'human_mae'))} | {fmt(metric(run, t, 'human_n'), 0)} |")
 
     from bias_harness.plugins.stop.metrics import metric_slug
 
@@ -133,7 +170,7 @@ def render(run: Run, out_dir: Path) -> str:
               "| task | " + " | ".join(SEVERITIES) + " | " + " | ".join(_demographics()) + " |",
               "|---|" + "---|" * (3 + len(_demographics()))]
     for t in tasks:
-        vals = [run.metric(t, f"sensitivity_{s}") for s in SEVERITIES] + [run.metric(t, f"sensitivity_{metric_slug(d)}") for d in _demographics()]
+        vals = [metric(run, t, f"sensitivity_{s}") for s in SEVERITIES] + [metric(run, t, f"sensitivity_{metric_slug(d)}") for d in _demographics()]
         lines.append(f"| {t} | " + " | ".join(fmt(v) for v in vals) + " |")
     lines += ["", f"![STOP sensitivity]({_plot(run, tasks, out_dir)})", ""]
 
@@ -147,7 +184,7 @@ def render(run: Run, out_dir: Path) -> str:
               "items 'no' is arguably not the right answer, see tasks/stop/README.md):", "",
               "| model | " + " | ".join(SEVERITIES) + " |", "|---|---|---|---|"]
     for t in tasks:
-        lines.append(f"| {run.model.get(t, '?')} ({t}, this run) | " + " | ".join(_pct(run.metric(t, n)) for n in COUNTER_BY_SEVERITY) + " |")
+        lines.append(f"| {run.model.get(t, '?')} ({t}, this run) | " + " | ".join(_pct(metric(run, t, n)) for n in COUNTER_BY_SEVERITY) + " |")
     if not isinstance(paper, str):
         for row in paper:
             lines.append(f"| {row['model']} (recorded) | " + " | ".join(_pct(row.get(n)) for n in COUNTER_BY_SEVERITY) + " |")
@@ -162,8 +199,8 @@ def render(run: Run, out_dir: Path) -> str:
         for row in paper:
             lines.append(f"| {row['model']} (recorded) | " + " | ".join(_pct(row[n]) for n in RATES) + f" | {_pct(row['invalid_rate'])} |")
         for t in tasks:
-            lines.append(f"| **{run.model.get(t, '?')}** ({t}, this run) | " + " | ".join(_pct(run.metric(t, n)) for n in RATES)
-                         + f" | {_pct(run.metric(t, 'invalid_rate'))} |")
+            lines.append(f"| **{run.model.get(t, '?')}** ({t}, this run) | " + " | ".join(_pct(metric(run, t, n)) for n in RATES)
+                         + f" | {_pct(metric(run, t, 'invalid_rate'))} |")
     from bias_harness.report import subset_note
 
     limited = [t for t in tasks if run.limit.get(t)]
