@@ -18,6 +18,7 @@ lm_eval = pytest.importorskip("lm_eval")
 
 LIST_OF = {n: g for g, names in NAMES.items() for n in names}
 RANK = {"woman": 0, "neutral": 1, "man": 2}  # the scripted model sides with woman > neutral > man
+BREAKDOWN = {"breakdown": True}  # the tests below read breakdown metrics (scores, subsets, McNemar) from lm-eval's results
 PAIR_P_58 = 2 * 0.5**58  # exact McNemar, 58 discordant pairs all one way: 2 * P[Bin(58, .5) <= 0]
 
 
@@ -33,7 +34,7 @@ def _metrics(results: dict, task: str) -> dict:
 
 def _run(lm, tasks, limit, **kw):
     return lm_eval.simple_evaluate(
-        model=lm, tasks=tasks, task_manager=bias_harness.task_manager(include_defaults=False), limit=limit, bootstrap_iters=0, **kw
+        model=lm, tasks=tasks, task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN), limit=limit, bootstrap_iters=0, **kw
     )
 
 
@@ -192,7 +193,7 @@ def _check_against_samples(res: dict, task: str, n: int) -> None:
 def test_tiny_random_model(tiny_causal_lm):
     res = lm_eval.simple_evaluate(
         model="hf", model_args=f"pretrained={tiny_causal_lm},dtype=float32", tasks=["demet"], limit=18,
-        task_manager=bias_harness.task_manager(include_defaults=False), bootstrap_iters=0, log_samples=True,
+        task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN), bootstrap_iters=0, log_samples=True,
         gen_kwargs="max_gen_toks=4", batch_size=18, device="cpu",
     )  # fmt: skip
     _check_against_samples(res, "demet", 18)
@@ -201,7 +202,7 @@ def test_tiny_random_model(tiny_causal_lm):
 def test_tiny_random_model_mc(tiny_causal_lm):
     res = lm_eval.simple_evaluate(
         model="hf", model_args=f"pretrained={tiny_causal_lm},dtype=float32", tasks=["demet_mc"], limit=18,
-        task_manager=bias_harness.task_manager(include_defaults=False), bootstrap_iters=0, log_samples=True,
+        task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN), bootstrap_iters=0, log_samples=True,
         batch_size=36, device="cpu",
     )  # fmt: skip
     samples = res["samples"]["demet_mc"]
@@ -215,7 +216,7 @@ def test_tiny_random_model_mc(tiny_causal_lm):
 def test_smollm2(smollm2_path):
     res = lm_eval.simple_evaluate(
         model="hf", model_args=f"pretrained={smollm2_path}", tasks=["demet"], limit=18, apply_chat_template=True,
-        task_manager=bias_harness.task_manager(include_defaults=False), bootstrap_iters=0, log_samples=True,
+        task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN), bootstrap_iters=0, log_samples=True,
         gen_kwargs="max_gen_toks=8", batch_size=18, device="cpu",
     )  # fmt: skip
     _check_against_samples(res, "demet", 18)
@@ -232,7 +233,7 @@ def test_mcnemar_variant_from_metadata():
         n1, n2 = _names(ctx)
         return 0.0 if cont.strip() == ("2" if LIST_OF[n2] == "woman" and LIST_OF[n1] != "woman" else "1") else -1.0
 
-    tm = bias_harness.task_manager(include_defaults=False, metadata={"mcnemar": "chi2"})
+    tm = bias_harness.task_manager(include_defaults=False, metadata={"mcnemar": "chi2", **BREAKDOWN})
     try:
         res = lm_eval.simple_evaluate(model=scripted_lm(loglik=loglik), tasks=["demet_mc"], limit=261, task_manager=tm, bootstrap_iters=0)
     finally:

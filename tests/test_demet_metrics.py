@@ -45,7 +45,7 @@ def _aggregate(et_levels=dm.ET_HUMAN, answers=ANSWERS) -> dict[str, float]:
         doc = {"relationship": rel, "pair_key": key, **scen}
         for k, v in dm.results_for(doc, answer, et_levels).items():
             items[k].append(v)
-    assert set(items) == set(dm.metric_keys(et_levels))
+    assert set(items) == set(dm.metric_keys(et_levels) + dm.breakdown_keys(et_levels))  # headline + breakdowns
     aggs = {
         "score_": dm.agg_mean_score, "pair_bias_": dm.agg_pair_bias, "mixed_gender_bias": dm.agg_mixed_gender_bias,
         "mcnemar_p_": dm.agg_mcnemar, "n_": dm.agg_sum,

@@ -16,6 +16,7 @@ from tests.helpers import scripted_lm
 lm_eval = pytest.importorskip("lm_eval")
 LIST_OF = {n: g for g, names in NAMES.items() for n in names}
 RANK = {"neutral": 0, "woman": 1, "man": 2}
+BREAKDOWN = {"breakdown": True}  # the tests read breakdown metrics (answered_at_<k>, scores) from lm-eval's results
 
 
 def wording_of(ctx: str) -> str:
@@ -60,7 +61,7 @@ def _metrics(res: dict) -> dict:
 
 def _run(lm, **kw):
     return lm_eval.simple_evaluate(model=lm, tasks=["demet_reask"], limit=261, bootstrap_iters=0, log_samples=True,
-                                   task_manager=bias_harness.task_manager(include_defaults=False, **kw))  # fmt: skip
+                                   task_manager=bias_harness.task_manager(include_defaults=False, metadata={**BREAKDOWN, **kw.pop("metadata", {})}, **kw))  # fmt: skip
 
 
 def test_reask_afresh_batched_shares_per_attempt(tmp_path):
@@ -130,7 +131,7 @@ def test_reask_tiny_random_model_with_chat_template(tiny_causal_lm):
     choice and with the answered_at_<k> / invalid_rate metrics (recomputed here from the logged JSON)."""
     res = lm_eval.simple_evaluate(
         model="hf", model_args=f"pretrained={tiny_causal_lm},dtype=float32", tasks=["demet_reask"], limit=9,
-        task_manager=bias_harness.task_manager(include_defaults=False), bootstrap_iters=0, log_samples=True,
+        task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN), bootstrap_iters=0, log_samples=True,
         gen_kwargs="max_gen_toks=4", batch_size=9, device="cpu", apply_chat_template=True,
     )  # fmt: skip
     m = _metrics(res)

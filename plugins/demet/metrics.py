@@ -16,6 +16,12 @@ left out of every mean and counted in ``invalid_rate`` / ``n_invalid``).
   both times), c = #(not x, y) (the g1 person chosen both times). Exact binomial by default.
 * ``<pair_bias or mixed_gender_bias>_ci_lo/_ci_hi``: percentile bootstrap 95% CI, resampling matched pairs.
 
+Headline and breakdowns: :func:`metric_keys` are the YAML ``metric_list`` (the pair biases, Eq. 2, their CIs,
+``invalid_rate``, counts: what lm-eval prints); :func:`breakdown_keys` are ``metadata.breakdown_metrics`` (scores per
+relationship type, per-topic and per-scenario-type biases, McNemar p), added with ``--metadata '{"breakdown": true}'``
+(:mod:`bias_harness.plugins.breakdown`) and always shown by the report, recomputed from the logged samples
+(:func:`sample_results`, :func:`aggregate`). One aggregation per kind of metric (:func:`aggregation`).
+
 ``process_results`` returns one item per metric key and document: ``None`` when the document is outside that
 metric's subset, else ``(pair, role, pair_key, score)`` for pair metrics (role "ab" = g1_g2, "ba" = g2_g1) and
 ``(relationship, score)`` for ``score_<rel>``; ``score`` is -1, +1 or ``None`` (invalid).
@@ -29,7 +35,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -87,16 +93,23 @@ def score_of(choice: str) -> int | None:
 
 
 def metric_keys(et_levels: Sequence[str] = ET_HUMAN) -> list[str]:
-    """Every metric key a DeMET task reports (the YAML ``metric_list`` lists the same keys)."""
-    keys = [f"score_{r}" for r in REL_TYPES]
-    subsets = [""] + [f"_topic_{topic_slug(t)}" for t in TOPICS] + [f"_{et}" for et in et_levels]
-    for sub in subsets:
-        keys += [f"pair_bias_{p}{sub}" for p in PAIRS] + [f"mixed_gender_bias{sub}"]
+    """The headline metrics of a DeMET task (the YAML ``metric_list``, what lm-eval prints): the three pair biases and
+    Eq. 2 (paper Table 3), their bootstrap CIs, ``invalid_rate`` and the counts. Same for every scenario set."""
+    keys = [f"pair_bias_{p}" for p in PAIRS] + ["mixed_gender_bias"]
     for p in (*PAIRS, None):
         base = f"pair_bias_{p}" if p else "mixed_gender_bias"
         keys += [f"{base}_ci_lo", f"{base}_ci_hi"]
-    keys += [f"mcnemar_p_{p}" for p in PAIRS]
     return keys + ["invalid_rate", "n_valid", "n_invalid"]
+
+
+def breakdown_keys(et_levels: Sequence[str] = ET_HUMAN) -> list[str]:
+    """The breakdown metrics (the YAML ``metadata.breakdown_metrics``, shown by lm-eval with ``--metadata
+    '{"breakdown": true}'`` and always by ``bias-harness report``): scores per relationship type, the four biases per
+    topic and per scenario type, McNemar p per pair."""
+    keys = [f"score_{r}" for r in REL_TYPES]
+    for sub in [f"_topic_{topic_slug(t)}" for t in TOPICS] + [f"_{et}" for et in et_levels]:
+        keys += [f"pair_bias_{p}{sub}" for p in PAIRS] + [f"mixed_gender_bias{sub}"]
+    return keys + [f"mcnemar_p_{p}" for p in PAIRS]
 
 
 def results_for(doc: dict[str, Any], choice: str, et_levels: Sequence[str] = ET_HUMAN) -> dict[str, Any]:
@@ -135,8 +148,13 @@ MAX_ATTEMPTS = len(WORDINGS)  # demet_reask: at most one attempt per distinct wo
 
 
 def reask_metric_keys() -> list[str]:
-    """``demet_reask``: the DeMET keys plus ``answered_at_<k>`` = share of all documents first answered at attempt k."""
-    return metric_keys(ET_HUMAN) + [f"answered_at_{k}" for k in range(1, MAX_ATTEMPTS + 1)]
+    """``demet_reask``'s headline metrics: those of the other DeMET tasks."""
+    return metric_keys(ET_HUMAN)
+
+
+def reask_breakdown_keys() -> list[str]:
+    """``demet_reask``'s breakdowns: the DeMET ones plus ``answered_at_<k>`` = share of all documents first answered at attempt k."""
+    return breakdown_keys(ET_HUMAN) + [f"answered_at_{k}" for k in range(1, MAX_ATTEMPTS + 1)]
 
 
 def process_results_reask(doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
@@ -265,6 +283,40 @@ def agg_ci_hi(items: Sequence[Any]) -> float:
 
 def agg_sum(items: Sequence[Any]) -> int:
     return int(sum(items))
+
+
+def aggregation(key: str) -> Callable[[Sequence[Any]], Any]:
+    """The aggregation of metric ``key``: one function per kind of metric, the one the YAML names for it (``mean``:
+    lm-eval's own)."""
+    from lm_eval.api.metrics import mean
+
+    if key.endswith(("_ci_lo", "_ci_hi")):
+        return agg_ci_lo if key.endswith("_ci_lo") else agg_ci_hi
+    prefixes = {"score_": agg_mean_score, "pair_bias_": agg_pair_bias, "mixed_gender_bias": agg_mixed_gender_bias,
+                "mcnemar_p_": agg_mcnemar, "n_valid": agg_sum, "n_invalid": agg_sum, "invalid_rate": mean, "answered_at_": mean}  # fmt: skip
+    for prefix, fn in prefixes.items():
+        if key.startswith(prefix):
+            return fn
+    raise KeyError(f"no DeMET metric {key!r}")
+
+
+def aggregate(key: str, items: Sequence[Any], mcnemar: str | None = None) -> Any:
+    """Metric ``key`` over ``items`` as lm-eval computes it; ``mcnemar`` (``exact`` / ``chi2``) overrides the
+    process-wide setting, e.g. with the one a logged run used."""
+    if mcnemar is not None and key.startswith("mcnemar_p_"):
+        return stats.mcnemar(*mcnemar_counts(items), exact=str(mcnemar).lower() == "exact")
+    return aggregation(key)(items)
+
+
+def sample_results(doc: dict[str, Any], filtered_resps: Sequence[Any], et_levels: Sequence[str] = ET_HUMAN) -> dict[str, Any]:
+    """The items ``process_results`` gave a logged sample (every key, breakdowns included), from its doc and
+    ``filtered_resps``: a parsed choice, two log-likelihoods (``demet_mc``) or ``demet_reask``'s dialogue JSON."""
+    first = filtered_resps[0]
+    if not isinstance(first, str):
+        return results_for(doc, mc_choice(filtered_resps), et_levels)
+    if first.startswith("{"):
+        return process_results_reask(doc, [first])
+    return results_for(doc, first, et_levels)
 
 
 # ------------------------------------------------------------------ name-gender probe (Appendix A)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
+from collections import Counter, defaultdict
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -70,21 +71,54 @@ def _sample_scores(choices: list[tuple[dict[str, Any], str]], et: str | None = N
     return out
 
 
-def _items(choices: list[tuple[dict[str, Any], str]], key: str) -> list[Any]:
-    """The lm-eval items of metric ``key`` (e.g. ``pair_bias_woman_man_topic_money``), recomputed from the samples."""
-    from bias_harness.plugins.demet.metrics import ET_GPT4, ET_HUMAN, results_for
+@lru_cache(maxsize=4)
+def _file_items(path: str, mtime_ns: int) -> dict[str, list[Any]]:
+    """metric key -> the lm-eval items of every logged sample of one samples file (breakdown keys included)."""
+    from bias_harness.plugins.demet.metrics import ET_GPT4, ET_HUMAN, sample_results
 
-    levels = ET_GPT4 if any(d.get("et") == "other" for d, _ in choices) else ET_HUMAN
-    return [results_for(doc, choice, levels).get(key) for doc, choice in choices]
+    with open(path, encoding="utf-8") as f:
+        samples = [json.loads(line) for line in f if line.strip()]
+    pairs = [(s["doc"], s["filtered_resps"]) for s in samples if "relationship" in s.get("doc", {}) and s.get("filtered_resps")]
+    levels = ET_GPT4 if any(d.get("et") == "other" for d, _ in pairs) else ET_HUMAN
+    items: dict[str, list[Any]] = defaultdict(list)
+    for doc, resp in pairs:
+        for key, item in sample_results(doc, resp, levels).items():
+            items[key].append(item)
+    return dict(items)
 
 
-def _subset_mcnemar(choices: list[tuple[dict[str, Any], str]], pair: str, key: str) -> float | None:
+def _sample_items(run: Run, task: str) -> dict[str, list[Any]]:
+    """metric key -> items, recomputed from the task's logged samples (empty without --log_samples)."""
+    path = run.sample_files.get(task)
+    return _file_items(str(path), path.stat().st_mtime_ns) if path else {}
+
+
+@lru_cache(maxsize=4)
+def _file_breakdowns(path: str, mtime_ns: int, mcnemar: str) -> dict[str, Any]:
+    from bias_harness.plugins.demet.metrics import aggregate, metric_keys
+
+    headline = set(metric_keys())
+    return {k: aggregate(k, v, mcnemar) for k, v in _file_items(path, mtime_ns).items() if k not in headline}
+
+
+def breakdowns(run: Run, task: str) -> dict[str, Any]:
+    """The breakdown metrics of ``task`` (``metadata.breakdown_metrics``) as lm-eval computes them with the switch on,
+    recomputed from the logged samples, with the McNemar variant the run used: a run without the switch still gets
+    every table of the report."""
+    path = run.sample_files.get(task)
+    if not path:
+        return {}
+    mcnemar = str((run.configs.get(task, {}).get("metadata") or {}).get("mcnemar", "exact"))
+    return _file_breakdowns(str(path), path.stat().st_mtime_ns, mcnemar)
+
+
+def _subset_mcnemar(items: dict[str, list[Any]], pair: str, key: str) -> float | None:
     """Exact McNemar p of ``pair`` on one subset (``key`` = ``egalitarian``, ``topic_money``, ...) from the samples."""
     from bias_harness.plugins import stats
     from bias_harness.plugins.demet.metrics import mcnemar_counts
 
-    items = [it for it in _items(choices, f"pair_bias_{pair}_{key}") if it is not None]
-    return stats.mcnemar(*mcnemar_counts(items)) if items else None
+    subset = [it for it in items.get(f"pair_bias_{pair}_{key}", []) if it is not None]
+    return stats.mcnemar(*mcnemar_counts(subset)) if subset else None
 
 
 def _raw_answers(run: Run, task: str) -> list[tuple[str, str]]:
@@ -148,7 +182,9 @@ def _p(value: Any) -> str:
 
 
 def _m(run: Run, task: str, name: str) -> Any:
-    return run.metric(task, name)
+    """Metric ``name`` from lm-eval's results, else (a breakdown of a run without the switch) from the samples."""
+    value = run.metric(task, name)
+    return breakdowns(run, task).get(name) if value is None else value
 
 
 def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
@@ -185,6 +221,7 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
         lines.append(f"| signed mean of the pair biases (not Eq. 2: opposite signs cancel) | {fmt(sum(signed) / 3)} | | |")
     lines.append("")
 
+    items = _sample_items(run, task)
     for title, subsets in (("By scenario type (the paper's H3)", ET), ("By topic", TOPICS)):
         keys = [s if s in ET else f"topic_{s}" for s in subsets]
         rows = [(s, k) for s, k in zip(subsets, keys) if _m(run, task, f"pair_bias_{PAIRS[0]}_{k}") is not None]
@@ -196,7 +233,7 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
         for s, k in rows:
             biases = [_m(run, task, f"pair_bias_{p}_{k}") for p in PAIRS]
             defined = [isinstance(b, (int, float)) and not math.isnan(b) for b in biases]  # no p where the bias is n/a
-            cells = [f"{fmt(b)} | {_p(_subset_mcnemar(choices, p, k)) if choices and ok else '–'}" for p, b, ok in zip(PAIRS, biases, defined)]
+            cells = [f"{fmt(b)} | {_p(_subset_mcnemar(items, p, k)) if items and ok else '–'}" for p, b, ok in zip(PAIRS, biases, defined)]
             lines.append(f"| {s.replace('_', ' ')} | " + " | ".join(cells) + f" | {fmt(_m(run, task, f'mixed_gender_bias_{k}'))} |")
         lines.append("")
 

@@ -1,0 +1,117 @@
+"""lm-eval's results table for DeMET: the headline metrics only (<= 15 rows per task); the breakdowns with
+``--metadata '{"breakdown": true}'``, equal to what ``bias-harness report`` recomputes from a run without the switch."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+import bias_harness
+from bias_harness.plugins.demet import metrics as dm
+from tests.helpers import scripted_lm
+
+lm_eval = pytest.importorskip("lm_eval")
+TASKS = ["demet", "demet_mc", "demet_reask"]  # a parsed choice, two log-likelihoods, the re-asking dialogue's JSON
+
+
+def _lm():
+    """Deterministic answers of every kind: NAME1, NAME2, a refusal (invalid); log-likelihoods with ties (invalid)."""
+    return scripted_lm(lambda ctx: ["1", "2", "Both are right."][len(ctx) % 3],
+                       loglik=lambda ctx, cont: -float((len(ctx) * (3 if cont.strip() == "1" else 7)) % 5))  # fmt: skip
+
+
+def _run(folder: Path, metadata: dict) -> dict:
+    from lm_eval.loggers import EvaluationTracker
+
+    tracker = EvaluationTracker(output_path=str(folder))
+    res = lm_eval.simple_evaluate(model=_lm(), tasks=TASKS, limit=261, log_samples=True, bootstrap_iters=0, evaluation_tracker=tracker,
+                                  task_manager=bias_harness.task_manager(include_defaults=False, metadata=metadata))  # fmt: skip
+    tracker.save_results_aggregated(results=res, samples=res["samples"])
+    for task in TASKS:
+        tracker.save_results_samples(task_name=task, samples=res["samples"][task])
+    return res
+
+
+def _metrics(res: dict, task: str) -> dict:
+    return {k.split(",")[0]: v for k, v in res["results"][task].items() if "," in k and "_stderr" not in k}
+
+
+def _same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, abs=1e-12)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("demet_table")
+    meta = {"mcnemar": "chi2"}  # the report must use the run's McNemar variant for what it recomputes
+    try:
+        return {"plain": _run(root / "plain", meta), "breakdown": _run(root / "breakdown", {**meta, "breakdown": True}), "root": root}
+    finally:
+        dm.configure(mcnemar="exact")
+
+
+def _table_rows(table: str) -> dict[str, int]:
+    """task -> rows of lm-eval's printed results table (the task's name is on its first row only)."""
+    rows: dict[str, int] = {}
+    task = ""
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) > 4 and cells[2] == "choice":
+            task = cells[0] or task
+            rows[task] = rows.get(task, 0) + 1
+    return rows
+
+
+def test_headline_table_has_at_most_15_rows(runs):
+    from lm_eval.utils import make_table
+
+    for task in TASKS:
+        headline = dm.reask_metric_keys() if task == "demet_reask" else dm.metric_keys()
+        assert sorted(_metrics(runs["plain"], task)) == sorted(headline) and len(headline) <= 15
+    assert _table_rows(make_table(runs["plain"])) == {t: len(dm.metric_keys()) for t in TASKS} == {t: 15 for t in TASKS}
+    assert _table_rows(make_table(runs["breakdown"]))["demet"] == len(dm.metric_keys() + dm.breakdown_keys())
+
+
+def test_breakdowns_with_the_switch_equal_the_report_without_it(runs):
+    from bias_harness.plugins.demet.report import breakdowns
+    from bias_harness.report import load_run
+
+    plain = load_run(runs["root"] / "plain")
+    for task in TASKS:
+        on, off = _metrics(runs["breakdown"], task), _metrics(runs["plain"], task)
+        extra = dm.reask_breakdown_keys() if task == "demet_reask" else dm.breakdown_keys()
+        assert set(on) == set(off) | set(extra) and not set(off) & set(extra)
+        assert all(_same(on[k], v) for k, v in off.items()), task  # the headline does not depend on the switch
+        recomputed = breakdowns(plain, task)
+        assert set(recomputed) == set(extra)
+        for k in extra:
+            assert _same(on[k], recomputed[k]), (task, k, on[k], recomputed[k])
+    # the values are not trivial: valid and invalid answers, defined biases on both sides of 0
+    m = _metrics(runs["breakdown"], "demet")
+    assert 0 < m["invalid_rate"] < 1 and any(not math.isnan(m[f"mcnemar_p_{p}"]) for p in dm.PAIRS)
+
+
+def test_report_is_the_same_without_the_switch(runs):
+    from bias_harness.report import write_report
+
+    texts = {}
+    for name in ("plain", "breakdown"):
+        text = write_report([runs["root"] / name], runs["root"] / f"report_{name}").read_text()
+        texts[name] = text[text.index("## DeMET"):].split("\n## ")[0]
+    assert "By topic" in texts["plain"] and "| woman-woman |" in texts["plain"]
+    assert texts["plain"] == texts["breakdown"]
+
+
+def test_yaml_breakdown_lists_and_one_aggregation_per_kind():
+    """``metadata.breakdown_metrics`` lists the plugin's breakdown keys; every metric names its kind's aggregation."""
+    tasks = Path(bias_harness.tasks_dir()) / "demet"
+    spec = {f: yaml.load(open(tasks / f), Loader=yaml.BaseLoader) for f in ("_demet_yaml", "demet_gpt4.yaml", "demet_reask.yaml")}
+    want = {"_demet_yaml": dm.breakdown_keys(dm.ET_HUMAN), "demet_gpt4.yaml": dm.breakdown_keys(dm.ET_GPT4), "demet_reask.yaml": dm.reask_breakdown_keys()}
+    for f, s in spec.items():
+        assert [m["metric"] for m in s["metadata"]["breakdown_metrics"]] == want[f]
+        for m in s["metric_list"] + s["metadata"]["breakdown_metrics"]:
+            fn = dm.aggregation(m["metric"])
+            assert m["aggregation"] == ("mean" if fn.__module__.startswith("lm_eval") else f"bias_harness.plugins.demet.metrics.{fn.__name__}")
