@@ -113,7 +113,7 @@ def _run(folder: str, limit: int = 4) -> dict:
 
     return lm_eval.simple_evaluate(
         model="hf-mlm", model_args=f"pretrained={folder},batch_size=8", tasks=["stereoset_en_combined"],
-        task_manager=bias_harness.task_manager(include_defaults=False, metadata={"tokenizer": folder}),
+        task_manager=bias_harness.task_manager(include_defaults=False, metadata={"tokenizer": folder, "breakdown": True}),  # breakdown: inter_nsp_rate
         limit=limit, log_samples=True, device="cpu",
     )  # fmt: skip
 

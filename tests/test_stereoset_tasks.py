@@ -23,7 +23,8 @@ def _evaluate(tasks, lm, limit, **tm_kwargs):
 
     import bias_harness
 
-    metadata = {"normalization": "sum", **tm_kwargs.pop("metadata", {})}  # scripted scores: no tokenizer
+    # scripted scores: no tokenizer; breakdown: the per-bias-type metrics in lm-eval's results too
+    metadata = {"normalization": "sum", "breakdown": True, **tm_kwargs.pop("metadata", {})}
     tm = bias_harness.task_manager(include_defaults=False, metadata=metadata, **tm_kwargs)
     return lm_eval.simple_evaluate(model=lm, tasks=tasks, task_manager=tm, limit=limit, log_samples=True)
 

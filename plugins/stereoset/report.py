@@ -22,20 +22,40 @@ def matches(task: str) -> bool:
 
 
 def _value(run: Run, task: str, name: str) -> float:
+    """A metric of lm-eval's results; a breakdown (per bias type, a CI bound) that the run did not aggregate (no
+    ``breakdown`` switch) is computed from the logged samples instead, with the task's own aggregation."""
     v = run.metric(task, name, "none")
-    return float(v) if isinstance(v, (int, float)) else math.nan
+    if isinstance(v, (int, float)):
+        return float(v)
+    from bias_harness.plugins.stereoset import metrics as m
+
+    subset = m.subset_of(name)
+    if (subset and "bias_type" in subset) or (name in m.METRICS and name.endswith(("_ci_lo", "_ci_hi"))):
+        items = _task_items(run, task)
+        return m.value(name, items) if items else math.nan
+    return math.nan
+
+
+def _task_items(run: Run, task: str) -> tuple[tuple, ...] | None:
+    """Every document's StereoSet item, as the ``lms`` metric logged it (what the task's aggregations received)."""
+    path = run.sample_files.get(task)
+    return _items_of(str(path), path.stat().st_mtime_ns) if path and path.exists() else None
+
+
+@lru_cache(maxsize=8)
+def _items_of(path: str, mtime_ns: int) -> tuple[tuple, ...] | None:
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        samples = [json.loads(line) for line in f if line.strip()]
+    return tuple(tuple(s["lms"]) for s in samples) if samples and all("lms" in s for s in samples) else None
 
 
 def _pooled_items(run: Run, intra: str, inter: str) -> list[tuple] | None:
     """The StereoSet items logged by a separate intra and inter run (metric key ``lms`` of each sample: part, bias
     type, target, pro, related, valid, averaging, exactly what the task's aggregations pooled), or None."""
-    items = []
-    for task in (intra, inter):
-        samples = run.samples(task)
-        if not samples or any("lms" not in s for s in samples):
-            return None
-        items += [tuple(s["lms"]) for s in samples]
-    return items
+    parts = [_task_items(run, task) for task in (intra, inter)]
+    return None if None in parts else [*parts[0], *parts[1]]
 
 
 def pooled_from_samples(run: Run, intra: str, inter: str, ci: bool = False) -> dict[str, float] | None:

@@ -204,7 +204,7 @@ class StereoSetTask(BreakdownTask):
         values["inter_nsp_rate"] = float(scorer == "nsp") if doc["part"] == "inter" else None
         intra_only = self.headline == "intra" or (self.headline == "auto" and scorer == "pll")
         if intra_only and doc["part"] == "inter":  # keep it in the *_inter scores and the rates only
-            values = {k: (excluded(v) if k in stereoset_metrics.METRICS and not k.endswith(("_inter", "_intra")) else v)
+            values = {k: (excluded(v) if v is not None and k in stereoset_metrics.METRICS and not k.endswith(("_inter", "_intra")) else v)
                       for k, v in values.items()}  # fmt: skip
         return keep_active(self, values)
 
