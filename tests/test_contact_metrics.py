@@ -102,11 +102,14 @@ def test_load_docs_scale_and_query() -> None:
         cm.load_docs("contact", "mini", scale="sometimes")
 
 
-def test_contact_mini_gen_scripted(manager) -> None:
+def test_contact_mini_gen_scripted() -> None:
     """A model that is biased exactly on negative contact and on no-contact negative actions, and refuses nonce."""
     from lm_eval import simple_evaluate
 
+    import bias_harness
     from tests.helpers import scripted_lm
+
+    manager = bias_harness.task_manager(include_defaults=False, metadata={"breakdown": True})  # the bias % CIs too
 
     docs = {cm.doc_to_text_gen(d): d for d in cm.load_docs("contact", "mini")["test"]}
 

@@ -26,14 +26,44 @@ def matches(task: str) -> bool:
     return task in GROUPS or task.startswith("contact_") or task == "scd_heldout"  # scd_heldout: bias-harness mitigate scd
 
 
+_ITEMS: dict[tuple[str, str], list[list[Any]]] = {}
+
+
+def _items(run: Run, task: str) -> list[list[Any]]:
+    """Every logged doc's item ``[prompt_set_id, contact_type, biased]`` (``invalid_rate`` holds it for every doc;
+    read once per samples file)."""
+    key = (str(run.sample_files.get(task)), task)
+    if key not in _ITEMS:
+        if len(_ITEMS) > 8:
+            _ITEMS.clear()
+        _ITEMS[key] = [it for s in run.samples(task) if (it := s.get("invalid_rate") or s.get("bias_pct_none"))]
+    return _ITEMS[key]
+
+
 def _m(run: Run, task: str, name: str) -> Any:
-    return run.metric(task, name)
+    """Metric ``name`` of ``task`` from lm-eval's results; one the run did not put there (the bias % CIs are breakdown
+    metrics, ``--metadata '{"breakdown": true}'``) from the logged samples, with the task's own aggregation."""
+    value = run.metric(task, name)
+    if value is not None or task in GROUPS or run.metric(task, "bias_pct_none") is None:
+        return value
+    from bias_harness.plugins.contact.metrics import METRIC_KEYS, summarize
+
+    items = _items(run, task) if name in METRIC_KEYS else []
+    return summarize(items)[name] if items else None
 
 
 def points(run: Run) -> dict[str, Point]:
     """Bias % per contact type with its 95% CI per task (``bias % <contact> <task>``; the size-weighted groups have no
     CI and are left out), for the comparison figure; dashed: 50, a model that always answers Yes (or No)."""
-    return {f"bias % {c} {t}": metric_point(run, t, f"bias_pct_{c}")
+
+    def point(t: str, k: str) -> Point:
+        p = metric_point(run, t, k)
+        if math.isnan(p.lo) and math.isnan(p.hi):  # the CIs: breakdown metrics, else from the samples
+            lo, hi = (_m(run, t, f"{k}_ci_{end}") for end in ("lo", "hi"))
+            p = Point(p.value, math.nan if lo is None else lo, math.nan if hi is None else hi)
+        return p
+
+    return {f"bias % {c} {t}": point(t, f"bias_pct_{c}")
             for t in run.tasks() if matches(t) and t not in GROUPS and _m(run, t, "bias_pct_none") is not None for c in CONTACTS}  # fmt: skip
 
 
@@ -45,7 +75,7 @@ def sample_records(run: Run, task: str) -> list[dict[str, Any]]:
     """Doc fields + ``biased`` (1 / 0 / -1 invalid) of every logged sample (empty without --log_samples)."""
     out = []
     for s in run.samples(task):
-        doc, item = s.get("doc") or {}, s.get("bias_pct_none")
+        doc, item = s.get("doc") or {}, s.get("invalid_rate") or s.get("bias_pct_none")  # every doc's item
         if not doc or not item:
             continue
         out.append({**{k: doc.get(k) for k in ("scale", "axis", "scenario", "principle", "contact_type", "action_type")}, "biased": int(item[2])})

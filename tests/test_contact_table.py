@@ -1,0 +1,107 @@
+"""Contact tasks in lm-eval's results table: the headline metrics (<= 15 rows) by default, the breakdown metrics (the
+bias % CIs) with ``--metadata '{"breakdown": true}'``, equal to what ``bias-harness report`` computes from the samples
+of a run without the switch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bias_harness.plugins.contact import metrics as cm
+
+LIMIT = 702  # the first 702 docs of contact_mini: complete prompt sets, every contact type
+
+
+def _rows(results: dict) -> set[str]:
+    """The metric rows lm-eval's table prints for one task (a metric's stderr is a column of its row)."""
+    return {k.split(",")[0] for k in results if "," in k and not k.split(",")[0].endswith("_stderr")}
+
+
+def _answer():
+    docs = {cm.doc_to_text_gen(d): d for d in cm.load_docs("contact", "mini")["test"]}
+
+    def answer(ctx: str) -> str:  # biased on negative contact and on every third prompt set; refuses nonce
+        doc = docs[ctx]
+        if doc["axis"] == "nonce":
+            return "I cannot say."
+        biased = doc["contact_type"] == "negative" or sum(map(ord, str(doc["prompt_set_id"]))) % 3 == 0
+        return doc["options"][doc["biased_option"] if biased else 1 - doc["biased_option"]]
+
+    return answer
+
+
+def test_headline_table_and_breakdown_switch(tmp_path: Path) -> None:
+    import lm_eval
+
+    import bias_harness
+    from bias_harness.plugins.contact.report import points, render
+    from bias_harness.plugins.paired import save_run
+    from bias_harness.report import load_run
+    from tests.helpers import scripted_lm
+
+    answer = _answer()
+    runs = {}
+    for switch in (False, True):
+        tm = bias_harness.task_manager(include_defaults=False, metadata={"breakdown": True} if switch else None)
+        runs[switch] = lm_eval.simple_evaluate(model=scripted_lm(answer=answer), tasks=["contact_mini_gen"], limit=LIMIT,
+                                               log_samples=True, task_manager=tm)  # fmt: skip
+    plain, full = (runs[s]["results"]["contact_mini_gen"] for s in (False, True))
+
+    assert _rows(plain) == set(cm.HEADLINE_KEYS) and len(_rows(plain)) <= 15
+    assert _rows(full) == set(cm.METRIC_KEYS) and set(cm.BREAKDOWN_KEYS) == {f"{k}_ci_{e}" for k in cm.BIAS_KEYS for e in ("lo", "hi")}
+    # the same values with and without the switch, and the same as the per-doc items' summary
+    items = [s["invalid_rate"] for s in runs[False]["samples"]["contact_mini_gen"]]
+    summary = cm.summarize(items)
+    for key in cm.METRIC_KEYS:
+        assert full[f"{key},none"] == summary[key] == cm.aggregate(key, items)
+        if key in cm.HEADLINE_KEYS:
+            assert plain[f"{key},none"] == full[f"{key},none"]
+    # the logged samples hold the active keys only
+    assert set(runs[False]["samples"]["contact_mini_gen"][0]) >= set(cm.HEADLINE_KEYS)
+    assert not set(runs[False]["samples"]["contact_mini_gen"][0]) & set(cm.BREAKDOWN_KEYS)
+
+    # `bias-harness report` on the run without the switch: the bias % CIs from the samples, as the switch reports them
+    save_run(runs[False], tmp_path / "run")
+    run = load_run(tmp_path / "run")
+    pts = points(run)
+    for c in cm.CONTACTS:
+        p = pts[f"bias % {c} contact_mini_gen"]
+        assert (p.value, p.lo, p.hi) == (full[f"bias_pct_{c},none"], full[f"bias_pct_{c}_ci_lo,none"], full[f"bias_pct_{c}_ci_hi,none"])
+    (tmp_path / "report").mkdir()
+    text = render(run, tmp_path / "report")
+    from bias_harness.report import fmt
+
+    for c in cm.CONTACTS:
+        k = f"bias_pct_{c}"
+        assert f"| {c} contact | {fmt(full[k + ',none'], 2)} | [{fmt(full[k + '_ci_lo,none'], 2)}, {fmt(full[k + '_ci_hi,none'], 2)}] |" in text
+    assert "By bias dimension (HolisticBias axis)" in text and "By scenario" in text and "By contact principle" in text
+
+
+def test_yaml_declares_the_split() -> None:
+    """_contact_yaml and scd_heldout (whose metadata replaces the included one) list the same metrics: the headline in
+    metric_list, the breakdowns in metadata.breakdown_metrics, each with its kind's aggregation."""
+    from bias_harness import tasks_dir
+
+    root = Path(tasks_dir())
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node).rsplit(".", 1)[1])
+    base = yaml.load((root / "contact" / "_contact_yaml").read_text(encoding="utf-8"), Loader=Loader)  # noqa: S506
+    scd_path = Path(__file__).resolve().parents[1] / "mitigation" / "tasks" / "scd_heldout" / "scd_heldout.yaml"
+    scd = yaml.load(scd_path.read_text(encoding="utf-8"), Loader=Loader)  # noqa: S506
+    assert [m["metric"] for m in base["metric_list"]] == list(cm.HEADLINE_KEYS)
+    for cfg in (base, scd):
+        assert [m["metric"] for m in cfg["metadata"]["breakdown_metrics"]] == list(cm.BREAKDOWN_KEYS)
+    for m in base["metric_list"] + base["metadata"]["breakdown_metrics"]:
+        assert m["metric"] in getattr(cm, m["aggregation"]).metrics
+    assert scd["metadata"]["breakdown_metrics"] == base["metadata"]["breakdown_metrics"]
+
+
+def test_kind_serves_only_its_metrics() -> None:
+    with pytest.raises(KeyError, match="no metric 'bias_pct_sometimes'"):
+        cm.aggregate("bias_pct_sometimes", [("s", "none", 1)])
+    assert cm.agg_bias_pct_negative([("s", "none", 0), ("s", "negative", 1)]) == 100.0
