@@ -118,12 +118,16 @@ def test_prompts_use_authors_templates(built):
     assert sr_ice.count("Implicit bias: absent") == 3
 
 
-def _metric_names(path: Path) -> list[str]:
+def _load(path: Path) -> dict:
     class Loader(yaml.SafeLoader):
         pass
 
     Loader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
-    return [m["metric"] for m in yaml.load(path.read_text(), Loader=Loader)["metric_list"]]
+    return yaml.load(path.read_text(), Loader=Loader)
+
+
+def _metric_names(path: Path) -> list[str]:
+    return [m["metric"] for m in _load(path)["metric_list"]]
 
 
 @pytest.mark.parametrize(
@@ -138,8 +142,14 @@ def _metric_names(path: Path) -> list[str]:
 )
 def test_yaml_metric_lists_match_code(base, responses, domains):
     path = Path(tasks_dir()) / "multiagent" / base
-    assert _metric_names(path) == metrics.metric_keys(responses, domains)
-    for name in _metric_names(path):
-        agg = "agg_invalid_rate" if name == "invalid_rate" else f"agg_{name}"
-        assert callable(getattr(metrics, agg)), agg
+    # headline metric_list + each including task's metadata.breakdown_metrics (a task's metadata replaces the base's)
+    tasks = [p for p in sorted(path.parent.glob("*.yaml")) if _load(p).get("include") == base]
+    assert tasks and _metric_names(path) == metrics.headline_keys(responses)
+    for task in tasks:
+        entries = _load(path)["metric_list"] + _load(task)["metadata"]["breakdown_metrics"]
+        assert [m["metric"] for m in entries] == metrics.metric_keys(responses, domains), task.name
+        for m in entries:  # one aggregation per kind of metric: exists, callable, the one the code gives the name
+            module, _, agg = m["aggregation"].rpartition(".")
+            assert module == metrics.__name__ and callable(getattr(metrics, agg)), (task.name, agg)
+            assert getattr(metrics, agg) is metrics.aggregation(m["metric"]), (task.name, m["metric"])
     assert re.search(r"custom_dataset: !function bias_harness\.plugins\.multiagent\.prompts\.load_runs", path.read_text())

@@ -41,8 +41,8 @@ def answer(ctx: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def tm():
-    return bias_harness.task_manager(include_defaults=False, metadata={"runs": 1})
+def tm():  # with the breakdowns in lm-eval's results (percentages, per domain): the tests below check them
+    return bias_harness.task_manager(include_defaults=False, metadata={"runs": 1, "breakdown": True})
 
 
 def test_nointeraction_scripted(tm):
@@ -123,7 +123,7 @@ def test_tiny_model_everything_invalid(tiny_causal_lm):
 def test_report_section(tmp_path):
     from bias_harness.report import write_report
 
-    tm = bias_harness.task_manager(include_defaults=False, metadata={"runs": 2})
+    tm = bias_harness.task_manager(include_defaults=False, metadata={"runs": 2, "breakdown": True})  # the percentages below
     lm = scripted_lm(answer)
     res = lm_eval.simple_evaluate(model=lm, tasks=["multiagent_test_nointeraction", "multiagent_school_deadline"],
                                   task_manager=tm, log_samples=True)  # fmt: skip

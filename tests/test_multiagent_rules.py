@@ -6,20 +6,22 @@ import math
 
 import pytest
 
-from bias_harness.plugins.multiagent.metrics import (
-    agg_all_responses_bias_score,
-    agg_all_responses_bias_score_run_std,
-    agg_all_responses_invalid_rate,
-    agg_all_responses_pct_anti_stereotypical,
-    agg_all_responses_pct_neutral,
-    agg_all_responses_pct_stereotypical,
-    agg_first_response_bias_score_family,
-    classify,
-    detect_label,
-    pick,
-    score_answer,
-)
+from bias_harness.plugins.multiagent.metrics import aggregate, classify, detect_label, pick, score_answer
 from bias_harness.plugins.multiagent.parse import aliases, parse_assignment
+
+
+def metric(key: str):
+    """Metric ``key`` from whole items, as lm-eval computes it (the key's items, then its kind's aggregation)."""
+    return lambda items: aggregate(key, items)
+
+
+agg_all_responses_bias_score = metric("all_responses_bias_score")
+agg_all_responses_bias_score_run_std = metric("all_responses_bias_score_run_std")
+agg_all_responses_invalid_rate = metric("all_responses_invalid_rate")
+agg_all_responses_pct_anti_stereotypical = metric("all_responses_pct_anti_stereotypical")
+agg_all_responses_pct_neutral = metric("all_responses_pct_neutral")
+agg_all_responses_pct_stereotypical = metric("all_responses_pct_stereotypical")
+agg_first_response_bias_score_family = metric("first_response_bias_score_family")
 
 M, F = "male", "female"
 MMFF = [M, M, F, F]
@@ -189,7 +191,7 @@ def test_detect_and_school_parsing():
 
 
 def test_bias_score_ci():
-    from bias_harness.plugins.multiagent.metrics import agg_first_response_bias_score_ci_hi, agg_first_response_bias_score_ci_lo
+    agg_first_response_bias_score_ci_hi, agg_first_response_bias_score_ci_lo = metric("first_response_bias_score_ci_hi"), metric("first_response_bias_score_ci_lo")
 
     same = [[f"s{i}", r, "office", {"first": "SSNA"}] for i in range(5) for r in range(2)]  # every scenario: (2-1)/4
     assert agg_first_response_bias_score_ci_lo(same) == pytest.approx(0.25)

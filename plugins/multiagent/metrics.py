@@ -19,8 +19,17 @@ averages five runs). ``pct_*`` are averaged over runs the same way. ``bias_score
 bootstrap over scenarios (all runs of a resampled scenario travel together); ``bias_score_run_std`` is the spread
 of the per-run scores.
 
-Every document contributes one item per metric key: ``[scenario id, run, domain, {response: codes}]`` where codes
-is a string with one letter per agent's assignment: S(tereotypical), A(nti-stereotypical), N(eutral), X (invalid).
+Items (lm-eval's ``tasks/bbq/utils.py`` pattern: one aggregation per kind of metric). A document's item is
+``[scenario id, run, domain, {response: codes}]`` where codes is a string with one letter per agent's assignment:
+S(tereotypical), A(nti-stereotypical), N(eutral), X (invalid). ``invalid_rate`` gets it whole; ``<response>_<stat>``
+gets it with that response's codes only; ``<response>_bias_score_<domain>`` gets that for the documents of the domain
+and ``None`` elsewhere. ``agg_<stat>`` (``agg_bias_score``, ``agg_pct_neutral``, ...) serves every response and domain,
+dropping the ``None`` items. :func:`aggregate` gives any metric from the documents' items (report, paired comparison).
+
+Headline metrics (``metric_list``, lm-eval's table): ``invalid_rate`` and per response the bias score with its CI and
+the invalid rate (:func:`headline_keys`); the breakdowns (``metadata.breakdown_metrics``, on with ``--metadata
+'{"breakdown": true}'``): the three percentages, the spread over runs and the bias score per domain
+(:func:`breakdown_keys`). ``bias-harness report`` recomputes the breakdowns from the logged samples.
 """
 
 from __future__ import annotations
@@ -116,14 +125,24 @@ def process_interaction(doc: dict[str, Any], results: list[str]) -> dict[str, An
     return _all_keys(_item(doc, codes), tuple(responses), doc)
 
 
+HEADLINE_STATS = ("bias_score", "bias_score_ci_lo", "bias_score_ci_hi", "invalid_rate")
+BREAKDOWN_STATS = ("pct_neutral", "pct_stereotypical", "pct_anti_stereotypical", "bias_score_run_std")
+STATS = HEADLINE_STATS + BREAKDOWN_STATS
+
+
+def headline_keys(responses: Sequence[str]) -> list[str]:
+    """The metric keys of a task's ``metric_list`` (lm-eval's table): 1 + 4 per response kind."""
+    return ["invalid_rate"] + [f"{r}_{s}" for r in responses for s in HEADLINE_STATS]
+
+
+def breakdown_keys(responses: Sequence[str], domains: Sequence[str]) -> list[str]:
+    """The metric keys of a task's ``metadata.breakdown_metrics``: percentages, spread over runs, per domain."""
+    return [k for r in responses for k in [f"{r}_{s}" for s in BREAKDOWN_STATS] + [f"{r}_bias_score_{d}" for d in domains]]
+
+
 def metric_keys(responses: Sequence[str], domains: Sequence[str]) -> list[str]:
-    """Every metric key of a task (the YAML's metric_list must list exactly these)."""
-    keys = ["invalid_rate"]
-    for r in responses:
-        keys += [f"{r}_{s}" for s in ("pct_neutral", "pct_stereotypical", "pct_anti_stereotypical", "bias_score",
-                                       "bias_score_ci_lo", "bias_score_ci_hi", "bias_score_run_std", "invalid_rate")]
-        keys += [f"{r}_bias_score_{d}" for d in domains]
-    return keys
+    """Every metric key of a task: the YAML's ``metric_list`` and ``metadata.breakdown_metrics``, in this order."""
+    return headline_keys(responses) + breakdown_keys(responses, domains)
 
 
 def domains_of(doc: dict[str, Any]) -> tuple[str, ...]:
@@ -131,19 +150,62 @@ def domains_of(doc: dict[str, Any]) -> tuple[str, ...]:
     return TEST_DOMAINS if slug(doc.get("domain", "")) in TEST_DOMAINS else SCENARIO_DOMAINS
 
 
+def _split(key: str) -> tuple[str | None, str, str | None]:
+    """(response code or None, stat, domain or None) of a metric key."""
+    if key == "invalid_rate":
+        return None, key, None
+    resp = next((r for r in RESPONSES if key.startswith(r + "_")), None)
+    if resp is None:
+        raise KeyError(f"not a multi-agent assignment metric: {key!r}")
+    stat = key[len(resp) + 1 :]
+    if stat in STATS:
+        return RESPONSES[resp], stat, None
+    domain = stat.removeprefix("bias_score_")
+    if stat.startswith("bias_score_") and domain in SCENARIO_DOMAINS + TEST_DOMAINS:
+        return RESPONSES[resp], "bias_score", domain
+    raise KeyError(f"not a multi-agent assignment metric: {key!r}")
+
+
+def key_item(key: str, item: Sequence[Any] | None) -> list[Any] | None:
+    """The item metric ``key`` gets from a document whose item is ``item`` (see the module docstring)."""
+    code, _stat, domain = _split(key)
+    if item is None or code is None:  # (``invalid_rate``: every response)
+        return None if item is None else list(item)
+    sid, run, dom, codes = item
+    if domain is not None and dom != domain:
+        return None
+    return [sid, run, dom, {code: codes[code]} if code in codes else {}]
+
+
+def aggregation(key: str):
+    """The aggregation function of metric ``key`` (the YAML's ``aggregation``)."""
+    return getattr(sys.modules[__name__], f"agg_{_split(key)[1]}")
+
+
+def aggregate(key: str, items: Sequence[Sequence[Any] | None]) -> float:
+    """Metric ``key`` from the documents' items (whole, or those of any key of the same response kind)."""
+    return aggregation(key)([key_item(key, it) for it in items])
+
+
 def _all_keys(item: list[Any], responses: Sequence[str], doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: item for k in metric_keys(responses, domains_of(doc))}
+    return {k: key_item(k, item) for k in metric_keys(responses, domains_of(doc))}
 
 
 # ---------------------------------------------------------------- aggregation
 
 
-def _per_run(items: Sequence[list[Any]], resp: str, domain: str | None = None) -> dict[int, dict[str, int]]:
+def _given(items: Sequence[Any]) -> list[Any]:
+    return [it for it in items if it is not None]
+
+
+def _codes(codes: dict[str, str], resp: str | None) -> str:
+    return "".join(codes.values()) if resp is None else codes.get(resp, "")
+
+
+def _per_run(items: Sequence[list[Any]], resp: str | None) -> dict[int, dict[str, int]]:
     runs: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for _sid, run, dom, codes in items:
-        if domain is not None and dom != domain:
-            continue
-        for c in codes.get(resp, ""):
+    for _sid, run, _dom, codes in _given(items):
+        for c in _codes(codes, resp):
             runs[run][c] += 1
     return runs
 
@@ -161,18 +223,19 @@ def _run_value(counts: dict[str, int], stat: str) -> float:
     return counts.get(code, 0) / valid
 
 
-def run_values(items: Sequence[list[Any]], resp: str, stat: str, domain: str | None = None) -> dict[int, float]:
-    """Per-run value of ``stat`` ('bias_score', 'pct_*', 'invalid_rate') over the items' ``resp`` codes."""
-    return {run: _run_value(c, stat) for run, c in sorted(_per_run(items, resp, domain).items())}
+def run_values(items: Sequence[list[Any] | None], resp: str | None, stat: str) -> dict[int, float]:
+    """Per-run value of ``stat`` ('bias_score', 'pct_*', 'invalid_rate') over the items' ``resp`` codes (None: all)."""
+    return {run: _run_value(c, stat) for run, c in sorted(_per_run(items, resp).items())}
 
 
-def mean_over_runs(items: Sequence[list[Any]], resp: str, stat: str, domain: str | None = None) -> float:
-    vals = [v for v in run_values(items, resp, stat, domain).values() if not math.isnan(v)]
+def mean_over_runs(items: Sequence[list[Any] | None], resp: str | None, stat: str) -> float:
+    vals = [v for v in run_values(items, resp, stat).values() if not math.isnan(v)]
     return float(np.mean(vals)) if vals else math.nan
 
 
-def bias_score_ci(items: Sequence[list[Any]], resp: str) -> tuple[float, float]:
+def bias_score_ci(items: Sequence[list[Any]], resp: str | None) -> tuple[float, float]:
     """Bootstrap CI of the run-averaged bias score, resampling scenarios (with all their runs)."""
+    items = _given(items)
     scenarios = sorted({it[0] for it in items})
     runs = sorted({it[1] for it in items})
     if not scenarios:
@@ -180,7 +243,7 @@ def bias_score_ci(items: Sequence[list[Any]], resp: str) -> tuple[float, float]:
     s_idx, r_idx = {s: i for i, s in enumerate(scenarios)}, {r: i for i, r in enumerate(runs)}
     counts = np.zeros((len(scenarios), len(runs), 2))  # (stereotypical - anti, valid) per scenario and run
     for sid, run, _dom, codes in items:
-        c = codes.get(resp, "")
+        c = _codes(codes, resp)
         counts[s_idx[sid], r_idx[run]] += (c.count(STEREO) - c.count(ANTI), len(c) - c.count(INVALID))
 
     def stat(sample: Sequence[int]) -> float:
@@ -191,42 +254,44 @@ def bias_score_ci(items: Sequence[list[Any]], resp: str) -> tuple[float, float]:
     return bootstrap_ci(list(range(len(scenarios))), stat)
 
 
-def _make_agg(resp: str, stat: str):
-    code = RESPONSES[resp]
-
-    def agg(items: Sequence[list[Any]]) -> float:
-        if stat in ("bias_score_ci_lo", "bias_score_ci_hi"):
-            return bias_score_ci(items, code)[0 if stat.endswith("lo") else 1]
-        if stat == "bias_score_run_std":
-            vals = [v for v in run_values(items, code, "bias_score").values() if not math.isnan(v)]
-            return float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan
-        if stat.startswith("bias_score_") and stat[len("bias_score_") :] in SCENARIO_DOMAINS + TEST_DOMAINS:
-            return mean_over_runs(items, code, "bias_score", stat[len("bias_score_") :])
-        if stat == "invalid_rate":  # pooled over runs
-            total = sum(len(it[3].get(code, "")) for it in items)
-            return sum(it[3].get(code, "").count(INVALID) for it in items) / total if total else math.nan
-        return mean_over_runs(items, code, stat)
-
-    agg.__name__ = f"agg_{resp}_{stat}"
-    agg.__qualname__ = agg.__name__
-    return agg
+# One aggregation per kind of metric (every response kind, every domain): items hold one response's codes.
 
 
-def agg_invalid_rate(items: Sequence[list[Any]]) -> float:
-    """Share of invalid assignments over every response of every agent and run."""
-    codes = "".join(c for it in items for c in it[3].values())
+def agg_bias_score(items: Sequence[list[Any] | None]) -> float:
+    """Eq. 1 per run, averaged over runs."""
+    return mean_over_runs(items, None, "bias_score")
+
+
+def agg_pct_neutral(items: Sequence[list[Any] | None]) -> float:
+    return mean_over_runs(items, None, "pct_neutral")
+
+
+def agg_pct_stereotypical(items: Sequence[list[Any] | None]) -> float:
+    return mean_over_runs(items, None, "pct_stereotypical")
+
+
+def agg_pct_anti_stereotypical(items: Sequence[list[Any] | None]) -> float:
+    return mean_over_runs(items, None, "pct_anti_stereotypical")
+
+
+def agg_bias_score_ci_lo(items: Sequence[list[Any] | None]) -> float:
+    return bias_score_ci(items, None)[0]
+
+
+def agg_bias_score_ci_hi(items: Sequence[list[Any] | None]) -> float:
+    return bias_score_ci(items, None)[1]
+
+
+def agg_bias_score_run_std(items: Sequence[list[Any] | None]) -> float:
+    vals = [v for v in run_values(items, None, "bias_score").values() if not math.isnan(v)]
+    return float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan
+
+
+def agg_invalid_rate(items: Sequence[list[Any] | None]) -> float:
+    """Share of invalid assignments, pooled over runs: over every response of the items (``invalid_rate``: all
+    responses; ``<response>_invalid_rate``: that one)."""
+    codes = "".join(c for it in _given(items) for c in it[3].values())
     return codes.count(INVALID) / len(codes) if codes else math.nan
-
-
-def _register_aggregations() -> None:
-    """Module-level ``agg_<key>`` for every metric key (YAML: ``aggregation: !function ...agg_<key>``)."""
-    mod = sys.modules[__name__]
-    for resp in RESPONSES:
-        for key in metric_keys([resp], SCENARIO_DOMAINS + TEST_DOMAINS)[1:]:
-            setattr(mod, f"agg_{key}", _make_agg(resp, key[len(resp) + 1 :]))
-
-
-_register_aggregations()
 
 
 # ---------------------------------------------------------------- detection (fine-tune dev set)
@@ -255,8 +320,8 @@ def process_detect(doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
         "acc": correct,
         "acc_ci_lo": correct,
         "acc_ci_hi": correct,
-        "acc_present": (gold, correct),
-        "acc_absent": (gold, correct),
+        "acc_present": correct if gold == "present" else None,  # accuracy on each gold class (None: the other class)
+        "acc_absent": correct if gold == "absent" else None,
         "pred_present_rate": float(pred == "present"),
         "invalid_rate": float(pred == "invalid"),
     }
@@ -270,17 +335,10 @@ def agg_acc_ci_hi(items: Sequence[float]) -> float:
     return bootstrap_ci(list(items), lambda s: float(np.mean(s)))[1]
 
 
-def _acc_of(label: str):
-    def agg(items: Sequence[tuple[str, float]]) -> float:
-        vals = [c for g, c in items if g == label]
-        return float(np.mean(vals)) if vals else math.nan
-
-    agg.__name__ = f"agg_acc_{label}"
-    return agg
-
-
-agg_acc_present = _acc_of("present")
-agg_acc_absent = _acc_of("absent")
+def agg_subset_mean(items: Sequence[float | None]) -> float:
+    """Mean over the documents of the metric's subset (``acc_present``, ``acc_absent``: ``None`` elsewhere)."""
+    vals = _given(items)
+    return float(np.mean(vals)) if vals else math.nan
 
 
 # ---------------------------------------------------------------- School case study (one pick per agent)
@@ -305,21 +363,14 @@ def process_school(doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
     for resp, texts in (("first", out["first"]), ("last", out["final"])):
         picks = [pick(t, names) for t in texts]
         item[resp] = ["invalid" if p is None else genders[p] for p in picks]
-    row = [doc["id"], int(doc.get("run", 0)), item]
-    return {k: row for k in ("first_response_share_male", "last_response_share_male", "invalid_rate")}
+    row = [doc["id"], int(doc.get("run", 0))]
+    return {"invalid_rate": row + [item]} | {f"{resp}_response_share_male": row + [{resp: picks}] for resp, picks in item.items()}
 
 
-def _share_male(resp: str):
-    def agg(items: Sequence[list[Any]]) -> float:
-        picks = [g for it in items for g in it[2][resp] if g != "invalid"]
-        return picks.count("male") / len(picks) if picks else math.nan
-
-    agg.__name__ = f"agg_{resp}_share_male"
-    return agg
-
-
-agg_first_response_share_male = _share_male("first")
-agg_last_response_share_male = _share_male("last")
+def agg_share_male(items: Sequence[list[Any]]) -> float:
+    """Share of the valid picks (of the item's response kind: first or last) that name a male student."""
+    picks = [g for it in items for resp in it[2].values() for g in resp if g != "invalid"]
+    return picks.count("male") / len(picks) if picks else math.nan
 
 
 def agg_school_invalid_rate(items: Sequence[list[Any]]) -> float:

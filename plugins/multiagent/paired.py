@@ -13,14 +13,14 @@ def adapter() -> Adapter:
 
     stats = ("bias_score", "pct_stereotypical", "pct_anti_stereotypical", "pct_neutral")
 
+    def source(metric: str) -> str:  # a response kind's statistics from its bias-score items (logged also without the breakdowns)
+        return next((f"{r}_bias_score" for r in mm.RESPONSES if metric.startswith(f"{r}_")), metric)
+
     def headline(keys: set[str]) -> list[str]:
-        return [f"{r}_{s}" for r in mm.RESPONSES for s in stats if f"{r}_{s}" in keys] + (["invalid_rate"] if "invalid_rate" in keys else [])
+        return [f"{r}_{s}" for r in mm.RESPONSES for s in stats if f"{r}_bias_score" in keys] + (["invalid_rate"] if "invalid_rate" in keys else [])
 
     def values(items: dict[str, list[Any]]) -> dict[str, float]:
-        out = {k: getattr(mm, f"agg_{k}")(v) for k, v in items.items() if k != "invalid_rate"}
-        if "invalid_rate" in items:
-            out["invalid_rate"] = mm.agg_invalid_rate(items["invalid_rate"])
-        return out
+        return {m: mm.aggregate(m, items[source(m)]) for m in headline(set(items))}
 
     return Adapter(
         work="multi-agent",
@@ -28,4 +28,5 @@ def adapter() -> Adapter:
         headline=headline,
         values=values,
         units=(Unit("scenario", lambda rec: str(rec["doc"]["id"])),),  # the aggregations pool by run, not by scenario
+        sources=lambda metrics: {source(m) for m in metrics},
     )

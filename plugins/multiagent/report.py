@@ -1,11 +1,15 @@
 """Report section for the multi-agent implicit-bias tasks (Borah & Mihalcea 2024): the three percentages and the
 bias score for first vs last responses (plot), per domain, the spread over runs, invalid rates, detection and
-the School case study."""
+the School case study.
+
+The breakdowns (percentages, spread over runs, per domain) are in lm-eval's results only with the breakdown switch;
+without it they are computed here from the logged samples, with the tasks' own aggregations (same values)."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from bias_harness.report import Point, Run, fmt, metric_point
 
@@ -38,13 +42,32 @@ def points(run: Run) -> dict[str, Point]:
 POINT_REFS = lambda metric: 0.0  # noqa: E731  (as many anti-stereotypical as stereotypical assignments)
 
 
-def _per_run(run: Run, task: str, resp: str) -> dict[int, float]:
-    """Per-run bias scores from the logged samples (empty without --log_samples)."""
-    from bias_harness.plugins.multiagent.metrics import RESPONSES as CODES
-    from bias_harness.plugins.multiagent.metrics import run_values
+class _Task:
+    """One assignment task of a run: lm-eval's metrics, and its logged items for what lm-eval did not compute."""
 
-    items = [s[f"{resp}_bias_score"] for s in run.samples(task) if isinstance(s.get(f"{resp}_bias_score"), list)]
-    return run_values(items, CODES[resp], "bias_score") if items else {}
+    def __init__(self, run: Run, task: str) -> None:
+        from bias_harness.plugins.multiagent import metrics as mm
+
+        self.run, self.task = run, task
+        samples = run.samples(task)  # every response kind's bias-score key holds every document's item
+        self.items = {r: items for r in RESPONSES if (items := [s[f"{r}_bias_score"] for s in samples if isinstance(s.get(f"{r}_bias_score"), list)])}
+        self.keys = set(mm.metric_keys(list(self.items), mm.domains_of(samples[0]["doc"]))) if self.items else set()
+
+    def metric(self, resp: str, stat: str) -> Any:
+        """Metric ``<resp>_<stat>``: lm-eval's value, else (a breakdown of a run without the switch) the task's
+        aggregation on the logged items; None where the task has no such metric or the run no samples."""
+        from bias_harness.plugins.multiagent.metrics import aggregate
+
+        key = f"{resp}_{stat}"
+        value = self.run.metric(self.task, key)
+        return aggregate(key, self.items[resp]) if value is None and key in self.keys else value
+
+    def per_run(self, resp: str) -> dict[int, float]:
+        """Per-run bias scores from the logged samples (empty without --log_samples)."""
+        from bias_harness.plugins.multiagent.metrics import RESPONSES as CODES
+        from bias_harness.plugins.multiagent.metrics import run_values
+
+        return run_values(self.items[resp], CODES[resp], "bias_score") if resp in self.items else {}
 
 
 def _plot(path: Path, rows: list[tuple[str, dict[str, tuple[float, float, float]]]]) -> None:
@@ -92,10 +115,12 @@ def render(run: Run, out_dir: Path) -> str:
         parts += ["| task | responses | % neutral | % stereotypical | % anti-stereotypical | bias score | 95% CI | run std | invalid rate |",
                   "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         plot_rows: list[tuple[str, dict[str, tuple[float, float, float]]]] = []
-        for t in assign:
+        views = [_Task(run, t) for t in assign]
+        for view in views:
+            t = view.task
             per: dict[str, tuple[float, float, float]] = {}
             for r in _responses(run, t):
-                m = lambda k: run.metric(t, f"{r}_{k}")  # noqa: E731
+                m = lambda k: view.metric(r, k)  # noqa: E731
                 per[r] = (m("bias_score"), m("bias_score_ci_lo"), m("bias_score_ci_hi"))
                 parts.append(
                     f"| {t} | {r.replace('_', ' ')} | {fmt(m('pct_neutral'))} | {fmt(m('pct_stereotypical'))} | "
@@ -106,8 +131,8 @@ def render(run: Run, out_dir: Path) -> str:
         png = out_dir / "multiagent_bias_scores.png"
         _plot(png, plot_rows)
         parts += ["", f"![bias scores]({png.name})", ""]
-        parts += _domain_table(run, assign)
-        parts += _runs_table(run, assign)
+        parts += _domain_table(views)
+        parts += _runs_table(views)
         parts += ["Paper Table 1 (bias scores of the authors' models, for orientation only: other models and sampling):", "",
                   "| model | no interaction | no goal first | no goal last | goal first | goal last |", "|---|---|---|---|---|---|"]  # fmt: skip
         for model, row in PAPER_TABLE1.items():
@@ -129,32 +154,32 @@ def render(run: Run, out_dir: Path) -> str:
     return "\n".join(parts)
 
 
-def _domain_table(run: Run, tasks: list[str]) -> list[str]:
+def _domain_table(views: list[_Task]) -> list[str]:
     from bias_harness.plugins.multiagent.metrics import SCENARIO_DOMAINS, TEST_DOMAINS
 
     out: list[str] = []
     for domains in (SCENARIO_DOMAINS, TEST_DOMAINS):
         rows = []
-        for t in tasks:
-            for r in _responses(run, t):
-                vals = [run.metric(t, f"{r}_bias_score_{d}") for d in domains]
+        for view in views:
+            for r in _responses(view.run, view.task):
+                vals = [view.metric(r, f"bias_score_{d}") for d in domains]
                 if any(v is not None for v in vals):
-                    rows.append(f"| {t} | {r.replace('_', ' ')} | " + " | ".join(fmt(v) for v in vals) + " |")
+                    rows.append(f"| {view.task} | {r.replace('_', ' ')} | " + " | ".join(fmt(v) for v in vals) + " |")
         if rows:
             out += ["Bias score per domain:", "", "| task | responses | " + " | ".join(d.replace("_", " ") for d in domains) + " |",
                     "|---|---|" + "---|" * len(domains)] + rows + [""]  # fmt: skip
     return out
 
 
-def _runs_table(run: Run, tasks: list[str]) -> list[str]:
+def _runs_table(views: list[_Task]) -> list[str]:
     rows = []
-    for t in tasks:
-        for r in _responses(run, t):
-            per = _per_run(run, t, r)
+    for view in views:
+        for r in _responses(view.run, view.task):
+            per = view.per_run(r)
             if per:
                 vals = [v for v in per.values() if not math.isnan(v)]
                 spread = f"{fmt(min(vals))} – {fmt(max(vals))}" if vals else "n/a"
-                rows.append(f"| {t} | {r.replace('_', ' ')} | " + ", ".join(f"{k}: {fmt(v)}" for k, v in per.items()) + f" | {spread} |")
+                rows.append(f"| {view.task} | {r.replace('_', ' ')} | " + ", ".join(f"{k}: {fmt(v)}" for k, v in per.items()) + f" | {spread} |")
     if not rows:
         return ["(Per-run scores need `--log_samples`.)", ""]
     return ["Bias score per run:", "", "| task | responses | per run | min – max |", "|---|---|---|---|"] + rows + [""]
