@@ -10,28 +10,28 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import pkgutil
 from functools import cache
+from pathlib import Path
 from types import ModuleType
+
+
+def _plugins_dirs() -> list[Path]:
+    """The folders of ``bias_harness.plugins``, found without importing it (its import registers with lm-eval)."""
+    spec = importlib.util.find_spec("bias_harness.plugins")
+    return [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
 
 
 @cache
 def names() -> tuple[str, ...]:
     """Every work, sorted: the subpackages of ``bias_harness.plugins`` with a ``report`` module."""
-    import bias_harness.plugins as pkg
+    return tuple(sorted({d.name for root in _plugins_dirs() for d in root.iterdir() if (d / "report.py").is_file()}))
 
-    found = []
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        if mod.ispkg and importlib.util.find_spec(f"{pkg.__name__}.{mod.name}.report") is not None:
-            found.append(mod.name)
-    return tuple(sorted(found))
+
+def having(part: str) -> tuple[str, ...]:
+    """The works with a ``plugins/<work>/<part>.py`` (e.g. ``rescore``), without importing anything."""
+    return tuple(w for w in names() if any((root / w / f"{part}.py").is_file() for root in _plugins_dirs()))
 
 
 def modules(part: str) -> list[ModuleType]:
     """``bias_harness.plugins.<work>.<part>`` of every work that has one (e.g. ``report``, ``paired``)."""
-    out = []
-    for work in names():
-        name = f"bias_harness.plugins.{work}.{part}"
-        if importlib.util.find_spec(name) is not None:
-            out.append(importlib.import_module(name))
-    return out
+    return [importlib.import_module(f"bias_harness.plugins.{w}.{part}") for w in having(part)]

@@ -56,11 +56,14 @@ def model_args(model: str | Path, base_model: str | None = None, extra: dict[str
 def _task_manager(settings: EvalSettings):
     from bias_harness import task_manager
 
-    tm = task_manager(include_path=settings.include_path or None, include_defaults=False, metadata=settings.metadata or None)
+    # the card compares before/after on every metric, breakdowns and their CIs included (plugins/breakdown.py);
+    # a recipe's eval metadata may turn them off with breakdown: false
+    metadata = {"breakdown": True, **settings.metadata}
+    tm = task_manager(include_path=settings.include_path or None, include_defaults=False, metadata=metadata)
     missing = [t for t in settings.tasks if t not in tm.all_tasks]
     if missing:  # e.g. lm-eval's own bbq / crows_pairs: index the built-ins too (~12 s)
         log.info("tasks %s are not ours: indexing lm-eval's built-in tasks too", missing)
-        tm = task_manager(include_path=settings.include_path or None, include_defaults=True, metadata=settings.metadata or None)
+        tm = task_manager(include_path=settings.include_path or None, include_defaults=True, metadata=metadata)
         missing = [t for t in settings.tasks if t not in tm.all_tasks]
         if missing:
             raise ValueError(f"unknown lm-eval task(s): {', '.join(missing)}")

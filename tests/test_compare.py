@@ -236,7 +236,7 @@ def test_contact_prompt_sets_and_mcnemar_on_bias_pct(tmp_path: Path) -> None:
 
     for name, rule in (("a", biased_a), ("b", biased_b)):
         res = lm_eval.simple_evaluate(model=scripted_lm(answering(rule)), tasks=["contact_mini_gen"], limit=1500, log_samples=True, bootstrap_iters=0,
-                                      task_manager=bias_harness.task_manager(include_defaults=False))  # fmt: skip
+                                      task_manager=bias_harness.task_manager(include_defaults=False, metadata={"breakdown": True}))  # fmt: skip
         save_run(res, tmp_path / name)
     cmp = compare_runs(tmp_path / "a", tmp_path / "b", iters=200)
     valid = [d for d in all_docs[:1500] if d["axis"] != "nonce"]  # --limit 1500: the first 1500 documents
@@ -282,7 +282,7 @@ def test_stop_progressions_and_mcnemar_on_success_and_counterfactual(tmp_path: P
 
     for name, perturbed in (("a", False), ("b", True)):
         res = lm_eval.simple_evaluate(model=scripted_lm(answering(perturbed)), tasks=["stop"], limit=45, log_samples=True, bootstrap_iters=0,
-                                      task_manager=bias_harness.task_manager(include_defaults=False))  # fmt: skip
+                                      task_manager=bias_harness.task_manager(include_defaults=False, metadata={"breakdown": True}))  # fmt: skip
         save_run(res, tmp_path / name)
     cmp = compare_runs(tmp_path / "a", tmp_path / "b", iters=1000)
     n_cf, n_fail = sum(map(flips_cf, raw)), sum(map(fails_moderate, raw))

@@ -119,7 +119,7 @@ def _demet_eval(run_dir: Path, answer) -> dict:
     from bias_harness.mitigation import evaluate as ev
     from tests.helpers import scripted_lm
 
-    settings = ev.EvalSettings(tasks=["demet"], limit=261, bootstrap_iters=200, apply_chat_template=False)
+    settings = ev.EvalSettings(tasks=["demet"], limit=261, bootstrap_iters=200, apply_chat_template=False, metadata={"breakdown": True})
     result = ev.evaluate(None, settings, lm=scripted_lm(answer), run_dir=run_dir)
     ev.save(result, run_dir.with_suffix(".json"))
     return result

@@ -146,3 +146,11 @@ def format_table(table: list[dict[str, Any]]) -> str:
                      + f" {ci_txt:>13s} {row['n_invalid']:7d}")
     lines.append("(lms / ss / icat, 0-100; ideal 100 / 50 / 100; per target term, then averaged, as StereoSet's evaluation.py)")
     return "\n".join(lines)
+
+
+HELP = "stereoset: the 11 prediction files released with StereoSet"
+
+
+def rescore(args) -> list[dict[str, Any]]:
+    """``bias-harness rescore stereoset``: the table for the command's arguments (``--no-ci``)."""
+    return stereoset_table(ci=not args.no_ci)

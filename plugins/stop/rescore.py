@@ -33,3 +33,11 @@ def format_table(table: list[dict]) -> str:
                      + f" {ci:>14s} {int(row['n_progressions']):4d} {int(row['n_missing']):7d}")
     lines.append("(percentages; P = share of progressions whose sensitivity equals the ideal for its severity)")
     return "\n".join(lines)
+
+
+HELP = "stop: the 10 models of STOP-full-labelled.json"
+
+
+def rescore(args) -> list[dict]:
+    """``bias-harness rescore stop``: the table for the command's arguments (``--parser``, ``--no-ci``)."""
+    return stop_table(args.parser, ci=not args.no_ci)
