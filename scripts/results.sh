@@ -64,7 +64,7 @@ step_demet() {
   ev smollm2 demet demet "$(fit 261)" $CHAT   # FIT: name slot 0 of every scenario x relationship type (complete matched pairs)
   ev smollm2 demet demet_names "" $CHAT   # 30 names x 5 prompts
   ev smollm2 demet demet_mc ""
-  ev gemma3-270m demet demet_mc ""
+  ev gemma3-270m demet demet_mc "$(fit 522)"   # FIT: name slots 0-1 (every matched pair); gemma prefers " 2" throughout
   ev smollm2 demet demet_gpt4 "$(fit 720)" $CHAT
 }
 

@@ -76,7 +76,7 @@ def sample_records(run: Run, task: str) -> list[dict[str, Any]]:
     out = []
     for s in run.samples(task):
         doc, item = s.get("doc") or {}, s.get("invalid_rate") or s.get("bias_pct_none")  # every doc's item
-        if not doc or not isinstance(item, (list, tuple)):  # not a contact sample (e.g. a 0/1 invalid_rate of another task)
+        if not doc or "contact_type" not in doc or not isinstance(item, (list, tuple)):  # not a contact sample
             continue
         out.append({**{k: doc.get(k) for k in ("scale", "axis", "scenario", "principle", "contact_type", "action_type")}, "biased": int(item[2])})
     return out
