@@ -9,11 +9,11 @@
 #   SETUP=0 bash scripts/demo.sh         # skip scripts/setup.sh (the .venv is already there)
 # Tasks and subsets (scripts/results_samples/demo.json, written by scripts/results_samples.py; the report flags each
 # as "N of M (--samples)"):
-#   DeMET     demet_mc            261 prompts: name slot 0 of every scenario x relationship type (every matched pair)
-#   StereoSet stereoset_en/de_combined  100 contexts per language (50 intra + 50 inter)
+#   DeMET     demet_mc            522 prompts: name slots 0-1 of every scenario x relationship type (every matched pair)
+#   StereoSet stereoset_en/de_combined  200 contexts per language (100 intra + 100 inter)
 #   Contact   contact_mini_gen    234 prompts: one template cell for every axis x scale x action
-#   STOP      stop                27 progressions: per demographic 1 low, 1 moderate, 1 high
-#   Multi-agent multiagent_test_nointeraction  12: run 0 of the first 12 Test scenarios
+#   STOP      stop                45 progressions: per demographic 1 low, 3 moderate, 1 high
+#   Multi-agent multiagent_test_nointeraction  16: run 0 of the first 16 Test scenarios
 # Log-likelihood tasks score plain strings (no chat template); generation tasks use SmolLM2's chat template.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -32,8 +32,8 @@ def test_demo_stop_has_every_severity_for_every_demographic() -> None:
     rows = load(dataset="stop", config="progressions")["test"]
     picked = Counter((rows[i]["demographic"], rows[i]["severity"]) for i in DEMO["stop"])
     demographics = set(rows["demographic"])
-    assert len(demographics) == 9 and len(DEMO["stop"]) == 27
-    assert picked == Counter({(d, s): n for d in demographics for s, n in (("low", 1), ("moderate", 1), ("high", 1))})
+    assert len(demographics) == 9 and len(DEMO["stop"]) == 45
+    assert picked == Counter({(d, s): n for d in demographics for s, n in (("low", 1), ("moderate", 3), ("high", 1))})
 
 
 def test_demo_demet_pairs_are_complete() -> None:
