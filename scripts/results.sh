@@ -76,8 +76,8 @@ step_stop() {
 # StereoSet: the groups run the combined task (every intra- and intersentence context), then the seed's reprompting
 # baseline (debiasing instruction prepended) on the same contexts.
 step_stereoset() {
-  ev smollm2 stereoset stereoset_de,stereoset_en ""
-  ev gemma3-270m stereoset stereoset_de,stereoset_en ""
+  ev smollm2 stereoset stereoset_de,stereoset_en "$(fit 200)"   # FIT: 200 contexts per language (100 intra + 100 inter)
+  ev gemma3-270m stereoset stereoset_de,stereoset_en "$(fit 200)"
   ev smollm2 stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt "$(fit 200)"
   ev gemma3-270m stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt "$(fit 200)"
 }
