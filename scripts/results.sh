@@ -86,7 +86,7 @@ step_stereoset() {
 step_contact() {
   ev smollm2 contact contact_mini ""
   ev gemma3-270m contact contact_mini ""
-  ev smollm2 contact contact_mini_gen "$(fit 702)" $CHAT
+  ev smollm2 contact contact_mini_gen "$(fit 234)" $CHAT   # FIT: one template cell of every axis x scale x action
 }
 
 # Multi-agent (chat only): the Test set (32 scenarios x 5 character orders = 160 documents) without and with
