@@ -110,19 +110,27 @@ step_gpu() {
 
 # Appended to docs/results/README.md by step_report (the estimates are hand-written: the code cannot know them).
 NOT_RUN_HERE=$(cat <<'MD'
-## What does not fit in about an hour of this 2-core CPU
+## What this page leaves out, and how to run it
 
-Estimated from single-thread CPU seconds measured with `--model hf` on SmolLM2 (batch 32; `scripts/demo.sh` sizes,
-2026-11-23, CPU shared with other jobs, so only CPU time is meaningful): 0.074 s per DeMET log-likelihood request,
-0.027 s per StereoSet request, 0.28 s per 32-token answer (Contact, DeMET), 1.6 s per STOP progression (6 turns),
-up to 14 s per 384-token multi-agent answer (batch 4, so an upper bound), about 21 s to start lm-eval and load the model. Everything
-else in `scripts/results.sh` fits in about an hour per task with `--model hf` (the longest, `demet_gpt4`:
-14,400 answers, about 40 min). Every step resumes from lm-eval's cache
-(`--use_cache`), so a run cut short can be finished later.
+This page was made with `FIT=1 bash scripts/results.sh` on a 2-core CPU shared with other work (2026-11-23): the
+full data where it fitted (STOP, `demet_mc` and `demet_names` on SmolLM2, `contact_mini` on both models), the
+subsets flagged above elsewhere. `bash scripts/results.sh` (no `FIT`) runs the full data of every task, resuming from
+lm-eval's cache (`--use_cache`), so a run cut short can be finished later; on a GPU machine
+`bash scripts/setup.sh && bash scripts/results.sh && bash scripts/results.sh gpu report` (set-up installs vLLM and
+the script uses it). Measured here with `--model hf` on SmolLM2: full STOP (450 progressions) 304 s at batch 64 on
+free cores (`benchmarks/vllm_multiturn.py --tasks stop`: vLLM 106 s plus 92 s start-up). Estimated from CPU seconds
+per request measured with `scripts/demo.sh` sizes: 0.074 s per DeMET log-likelihood request, 0.027 s per StereoSet
+request, 0.28 s per 32-token answer (Contact, DeMET), up to 14 s per 384-token multi-agent answer (batch 4, an upper
+bound).
 
-| what | documents | estimate here (hf, 2 cores) | command on a GPU machine (setup installs vLLM, the script uses it) |
+| what | full size | estimate here (hf, 2 cores) | command |
 |---|---|---|---|
-| `multiagent_test_interaction`, `_sr`, `_sr_ice` | 160 dialogues each (32 scenarios x 5 character orders), 6-8 answers of up to 384 tokens per dialogue | 2-3 h per task | `bash scripts/setup.sh && bash scripts/results.sh multiagent report` |
+| `demet` (generation), `demet_gpt4` | 5,220 and 14,400 answers | about 25 min and 1 h | `bash scripts/results.sh demet report` |
+| `demet_mc` on gemma-3-270m | 5,220 prompts | about 15 min | the same command |
+| StereoSet DE and EN, both models, plain and reprompted | about 4,200 contexts per language | about 25 min per model and variant | `bash scripts/results.sh stereoset report` |
+| `contact_mini_gen` | 7,020 prompts | about 35 min | `bash scripts/results.sh contact report` |
+| `multiagent_detect`, `multiagent_test_nointeraction` (+ `_sr`, `_sr_ice`) | 86; 160 each (32 scenarios x 5 character orders) | 30 min to 1 h per task | `bash scripts/results.sh multiagent report` |
+| `multiagent_test_interaction`, `_sr`, `_sr_ice` | 160 dialogues each, 6-8 answers of up to 384 tokens per dialogue | 2-3 h per task | the same command |
 | `multiagent_nointeraction` | 555 (111 Scenarios x 5 orders) | about 1-2 h | the same command |
 | `multiagent_interaction` (and `_goal`) | 555 dialogues | about 9 h per task | `bash scripts/results.sh gpu report` |
 | `multiagent_test_interaction_goal`, `_goal_sr`, `_goal_sr_ice` | 160 dialogues each | 2-3 h per task | `bash scripts/results.sh gpu report` |
