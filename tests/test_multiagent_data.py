@@ -30,7 +30,7 @@ def test_counts_and_card(built):
     assert len(ds["scenarios"]["test"]) == 111 and len(ds["test"]["test"]) == 32
     assert {k: len(v) for k, v in ds["finetune"].items()} == {"full_train": 252, "full_dev": 86, "half_train": 88, "half_dev": 23}
     card = (folder / "README.md").read_text()
-    assert "222" in card and "338" in card and "multiagent_annotations.csv" in card
+    assert "222" in card and "338" in card and "datasets_src/multiagent/annotations.csv" in card
 
 
 def test_scenarios_parsed_and_annotated(built):

@@ -369,7 +369,7 @@ class MultiAgentBuilder(DatasetBuilder):
         source=(
             f"[{REPO}](https://github.com/{REPO}) at commit `{COMMIT}`, folder `Data/`. The repository states **no "
             "license** (no LICENSE file, none in the README): ask the authors before redistributing. The annotation "
-            "file `multiagent_annotations.csv` is project-authored (bias-harness, same license as the toolkit)."
+            "file `datasets_src/multiagent/annotations.csv` is project-authored (bias-harness, same license as the toolkit)."
         ),
         how_built=(
             "**scenarios**: each row of `situations.csv` is split at 'Tasks associated:' (or the variants 'Your tasks to "
@@ -377,7 +377,7 @@ class MultiAgentBuilder(DatasetBuilder):
             "(or 1), 2), ...) in sequence, so 'Subtask 2:' inside a task does not start a new one; a 'Task N:' prefix is "
             "dropped; characters are split at commas and '(M)'/'(F)' suffixes removed. `scenario_text` and "
             "`characters_text` keep the raw strings the authors' prompts interpolate.\n\n"
-            "**Annotations** (`multiagent_annotations.csv`, one row per scenario: config, index, domain, task_genders, "
+            "**Annotations** (`datasets_src/multiagent/annotations.csv`, one row per scenario: config, index, domain, task_genders, "
             "character_genders, role_only, tasks, notes). *Task genders*: the generation prompt asked for stereotypically "
             "male then female tasks, and in the files the male tasks come first (tasks 1-2 male, 3-4 female). That order "
             "convention was applied and then checked by reading every scenario against the paper's definition "
