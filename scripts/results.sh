@@ -84,8 +84,8 @@ step_stereoset() {
 
 # Contact: contact_mini (7,020 prompts) by log-likelihood on both models, and its generation variant (chat).
 step_contact() {
-  ev smollm2 contact contact_mini ""
-  ev gemma3-270m contact contact_mini ""
+  ev smollm2 contact contact_mini "$(fit 234)"   # FIT: the first 234 prompts (one template cell of every axis, scale and action)
+  ev gemma3-270m contact contact_mini "$(fit 234)"
   ev smollm2 contact contact_mini_gen "$(fit 234)" $CHAT   # FIT: one template cell of every axis x scale x action
 }
 
@@ -113,8 +113,7 @@ NOT_RUN_HERE=$(cat <<'MD'
 ## What this page leaves out, and how to run it
 
 This page was made with `FIT=1 bash scripts/results.sh` on a 2-core CPU shared with other work (2026-11-23): the
-full data where it fitted (STOP, `demet_mc` and `demet_names` on SmolLM2, `contact_mini` on both models), the
-subsets flagged above elsewhere. `bash scripts/results.sh` (no `FIT`) runs the full data of every task, resuming from
+full data where it fitted (STOP, `demet_mc` and `demet_names` on SmolLM2), the subsets flagged above elsewhere. `bash scripts/results.sh` (no `FIT`) runs the full data of every task, resuming from
 lm-eval's cache (`--use_cache`), so a run cut short can be finished later; on a GPU machine
 `bash scripts/setup.sh && bash scripts/results.sh && bash scripts/results.sh gpu report` (set-up installs vLLM and
 the script uses it). Measured here with `--model hf` on SmolLM2: full STOP (450 progressions) 304 s at batch 64 on
@@ -128,7 +127,7 @@ bound).
 | `demet` (generation), `demet_gpt4` | 5,220 and 14,400 answers | about 25 min and 1 h | `bash scripts/results.sh demet report` |
 | `demet_mc` on gemma-3-270m | 5,220 prompts | about 15 min | the same command |
 | StereoSet DE and EN, both models, plain and reprompted | about 4,200 contexts per language | about 25 min per model and variant | `bash scripts/results.sh stereoset report` |
-| `contact_mini_gen` | 7,020 prompts | about 35 min | `bash scripts/results.sh contact report` |
+| `contact_mini` (both models), `contact_mini_gen` | 7,020 prompts each | about 18 min per model (measured: 13 requests/s), 35 min | `bash scripts/results.sh contact report` |
 | `multiagent_detect`, `multiagent_test_nointeraction` (+ `_sr`, `_sr_ice`) | 86; 160 each (32 scenarios x 5 character orders) | 30 min to 1 h per task | `bash scripts/results.sh multiagent report` |
 | `multiagent_test_interaction`, `_sr`, `_sr_ice` | 160 dialogues each, 6-8 answers of up to 384 tokens per dialogue | 2-3 h per task | the same command |
 | `multiagent_nointeraction` | 555 (111 Scenarios x 5 orders) | about 1-2 h | the same command |
