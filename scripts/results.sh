@@ -113,7 +113,9 @@ NOT_RUN_HERE=$(cat <<'MD'
 ## What this page leaves out, and how to run it
 
 This page was made with `FIT=1 bash scripts/results.sh` on a 2-core CPU shared with other work (2026-11-23): the
-full data where it fitted (STOP, `demet_mc` and `demet_names` on SmolLM2), the subsets flagged above elsewhere. `bash scripts/results.sh` (no `FIT`) runs the full data of every task, resuming from
+full data where it fitted (STOP, `demet_mc` and `demet_names` on SmolLM2), the subsets flagged above elsewhere; the
+multi-agent interaction tasks (4 dialogues each with `FIT=1`) and the School case study were cut short by the session's
+end and are not on the page. `bash scripts/results.sh` (no `FIT`) runs the full data of every task, resuming from
 lm-eval's cache (`--use_cache`), so a run cut short can be finished later; on a GPU machine
 `bash scripts/setup.sh && bash scripts/results.sh && bash scripts/results.sh gpu report` (set-up installs vLLM and
 the script uses it). Measured here with `--model hf` on SmolLM2: full STOP (450 progressions) 304 s at batch 64 on
@@ -130,6 +132,7 @@ bound).
 | `contact_mini` (both models), `contact_mini_gen` | 7,020 prompts each | about 18 min per model (measured: 13 requests/s), 35 min | `bash scripts/results.sh contact report` |
 | `multiagent_detect`, `multiagent_test_nointeraction` (+ `_sr`, `_sr_ice`) | 86; 160 each (32 scenarios x 5 character orders) | 30 min to 1 h per task | `bash scripts/results.sh multiagent report` |
 | `multiagent_test_interaction`, `_sr`, `_sr_ice` | 160 dialogues each, 6-8 answers of up to 384 tokens per dialogue | 2-3 h per task | the same command |
+| `multiagent_school_leader`, `multiagent_school_deadline` | 5 dialogues each (one scenario, 5 student orders, two discussion rounds) | about 20 min | the same command |
 | `multiagent_nointeraction` | 555 (111 Scenarios x 5 orders) | about 1-2 h | the same command |
 | `multiagent_interaction` (and `_goal`) | 555 dialogues | about 9 h per task | `bash scripts/results.sh gpu report` |
 | `multiagent_test_interaction_goal`, `_goal_sr`, `_goal_sr_ice` | 160 dialogues each | 2-3 h per task | `bash scripts/results.sh gpu report` |
