@@ -114,8 +114,7 @@ NOT_RUN_HERE=$(cat <<'MD'
 
 This page was made with `FIT=1 bash scripts/results.sh` on a 2-core CPU shared with other work (2026-11-23): the
 full data where it fitted (STOP, `demet_mc` and `demet_names` on SmolLM2), the subsets flagged above elsewhere; the
-multi-agent interaction tasks (4 dialogues each with `FIT=1`) and the School case study were cut short by the session's
-end and are not on the page. `bash scripts/results.sh` (no `FIT`) runs the full data of every task, resuming from
+School case study was cut short by the session's end and is not on the page. `bash scripts/results.sh` (no `FIT`) runs the full data of every task, resuming from
 lm-eval's cache (`--use_cache`), so a run cut short can be finished later; on a GPU machine
 `bash scripts/setup.sh && bash scripts/results.sh && bash scripts/results.sh gpu report` (set-up installs vLLM and
 the script uses it). Measured here with `--model hf` on SmolLM2: full STOP (450 progressions) 304 s at batch 64 on
