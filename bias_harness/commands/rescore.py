@@ -1,6 +1,6 @@
 """``bias-harness rescore WORK [--json]``: our metrics recomputed from the outputs the papers' authors recorded.
 
-Every work with a ``plugins/<work>/rescore.py`` (``HELP``, ``rescore(args) -> rows``, ``format_table(rows)``) is a
+Every work with a ``plugins/<work>/rescore.py`` (``rescore(args) -> rows``, ``format_table(rows)``) is a
 choice: stop (the 10 models of ``STOP-full-labelled.json``), stereoset (the 11 released prediction files of the
 StereoSet paper). The logic lives there; this command only prints.
 """

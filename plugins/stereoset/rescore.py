@@ -148,9 +148,6 @@ def format_table(table: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-HELP = "stereoset: the 11 prediction files released with StereoSet"
-
-
 def rescore(args) -> list[dict[str, Any]]:
     """``bias-harness rescore stereoset``: the table for the command's arguments (``--no-ci``)."""
     return stereoset_table(ci=not args.no_ci)

@@ -35,9 +35,6 @@ def format_table(table: list[dict]) -> str:
     return "\n".join(lines)
 
 
-HELP = "stop: the 10 models of STOP-full-labelled.json"
-
-
 def rescore(args) -> list[dict]:
     """``bias-harness rescore stop``: the table for the command's arguments (``--parser``, ``--no-ci``)."""
     return stop_table(args.parser, ci=not args.no_ci)
