@@ -16,11 +16,13 @@ WORDS = (
 ).split(" ")
 
 
-def build_tiny_causal_lm(folder: Path, seed: int = 0) -> Path:
-    """Random 2-layer GPT-2 (~100k params) with a WordLevel tokenizer (whitespace + punctuation split)."""
+def build_tiny_causal_lm(folder: Path, seed: int = 0, arch: str = "gpt2") -> Path:
+    """Random 2-layer causal LM (~100k params) with a WordLevel tokenizer (whitespace + punctuation split).
+    ``arch``: ``gpt2`` (default), or ``llama`` with 2 attention and 2 KV heads of vLLM's usual head size 64 (so that
+    vLLM can split it over two tensor-parallel ranks)."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     torch.manual_seed(seed)
     specials = ["<unk>", "<pad>", "<|im_start|>", "<|im_end|>", "<|endoftext|>"]
@@ -31,9 +33,12 @@ def build_tiny_causal_lm(folder: Path, seed: int = 0) -> Path:
         tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", eos_token="<|im_end|>", bos_token="<|endoftext|>"
     )
     fast.chat_template = CHATML
-    config = GPT2Config(vocab_size=len(vocab), n_positions=1024, n_embd=32, n_layer=2, n_head=2,
-                        bos_token_id=vocab["<|endoftext|>"], eos_token_id=vocab["<|im_end|>"], pad_token_id=vocab["<pad>"])
-    model = GPT2LMHeadModel(config)
+    ids = {"bos_token_id": vocab["<|endoftext|>"], "eos_token_id": vocab["<|im_end|>"], "pad_token_id": vocab["<pad>"]}
+    if arch == "llama":
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=len(vocab), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                             num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=2048, **ids))
+    else:
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(vocab), n_positions=1024, n_embd=32, n_layer=2, n_head=2, **ids))
     model.generation_config.pad_token_id = vocab["<pad>"]
     model.save_pretrained(folder)
     fast.save_pretrained(folder)
