@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bias_harness.report.agreement import parsed_answer, samples
+
 import pytest
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -70,23 +72,6 @@ def runs(smollm2_path: str, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     hf_log = run_eval([str(BIN / "bias-harness"), "eval", "--model", "hf", "--model_args", f"pretrained={smollm2_path}",
                        "--batch_size", "16"], cwd / "hf", cwd)
     return {"vllm": (cwd / "vllm", vllm_log), "hf": (cwd / "hf", hf_log)}
-
-
-def samples(run_dir: Path, task: str) -> dict[int, dict]:
-    files = sorted(run_dir.rglob(f"samples_{task}_*.jsonl"))
-    assert files, f"no samples for {task} under {run_dir}"
-    return {s["doc_id"]: s for s in map(json.loads, files[-1].read_text().splitlines())}
-
-
-def parsed_answer(sample: dict) -> str:
-    """What the task made of the model's output: the chosen option where the filtered response is a list of
-    (log-likelihood, is_greedy) pairs, else the per-document metric values ``process_results`` derived from the
-    parsed answer(s)."""
-    resps = sample["filtered_resps"]
-    if resps and all(isinstance(r, list) and len(r) == 2 and r[1] in ("True", "False") for r in resps):
-        lls = [float(r[0]) for r in resps]
-        return str(max(range(len(lls)), key=lls.__getitem__))
-    return json.dumps({k: sample.get(k) for k in sample["metrics"]}, sort_keys=True, default=str)
 
 
 def test_every_task_family_runs_on_vllm(runs) -> None:

@@ -1,0 +1,73 @@
+"""Per-document agreement of two runs of the same tasks (e.g. ``--model hf`` against ``--model vllm``).
+
+What is compared is what the task made of the model's output, not the raw text: for a log-likelihood task the chosen
+option (the highest log-likelihood), for a generation or multi-turn task the per-document metric values that
+``process_results`` derived from the parsed answer(s). Documents are matched by ``doc_id``; only those in both runs
+count (a ``--limit`` run against a full one compares the overlap).
+
+    python -m bias_harness.report.agreement RUN_A RUN_B [--tasks demet,stop]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def parsed_answer(sample: dict[str, Any]) -> str:
+    """The chosen option where the filtered response is a list of (log-likelihood, is_greedy) pairs, else the
+    per-document metric values (as canonical JSON)."""
+    resps = sample["filtered_resps"]
+    if resps and all(isinstance(r, list) and len(r) == 2 and r[1] in ("True", "False") for r in resps):
+        lls = [float(r[0]) for r in resps]
+        return str(max(range(len(lls)), key=lls.__getitem__))
+    return json.dumps({k: sample.get(k) for k in sample["metrics"]}, sort_keys=True, default=str)
+
+
+def _task_of(path: Path) -> str:
+    """``samples_demet_mc_2026-11-23T13-39-01.159352.jsonl`` -> ``demet_mc``."""
+    return path.name.removeprefix("samples_").rsplit("_", 1)[0]
+
+
+def samples(run_dir: str | Path, task: str) -> dict[int, dict[str, Any]]:
+    """doc_id -> logged sample of ``task``, from the newest ``samples_<task>_*.jsonl`` under ``run_dir``."""
+    files = sorted((p for p in Path(run_dir).rglob(f"samples_{task}_*.jsonl") if _task_of(p) == task),
+                   key=lambda p: p.name.rsplit("_", 1)[-1])  # not samples_demet_mc_* for demet; newest stamp last
+    if not files:
+        raise FileNotFoundError(f"no samples_{task}_*.jsonl under {run_dir} (run with --log_samples)")
+    return {s["doc_id"]: s for s in map(json.loads, files[-1].read_text(encoding="utf-8").splitlines())}
+
+
+def agreement(run_a: str | Path, run_b: str | Path, task: str) -> tuple[int, int]:
+    """(documents whose parsed answers agree, documents in both runs)."""
+    a, b = samples(run_a, task), samples(run_b, task)
+    common = sorted(a.keys() & b.keys())
+    return sum(parsed_answer(a[d]) == parsed_answer(b[d]) for d in common), len(common)
+
+
+def tasks_in(run_dir: str | Path) -> list[str]:
+    return sorted({_task_of(p) for p in Path(run_dir).rglob("samples_*.jsonl")})
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bias_harness.report.agreement", description=__doc__.split("\n")[0])
+    ap.add_argument("run_a")
+    ap.add_argument("run_b")
+    ap.add_argument("--tasks", default="", help="comma list (default: every task logged in both runs)")
+    args = ap.parse_args(argv)
+    tasks = [t for t in args.tasks.split(",") if t] or sorted(set(tasks_in(args.run_a)) & set(tasks_in(args.run_b)))
+    total = same_all = 0
+    print("| task | documents in both runs | parsed answers agree | share |\n|---|---|---|---|")
+    for task in tasks:
+        same, n = agreement(args.run_a, args.run_b, task)
+        same_all, total = same_all + same, total + n
+        print(f"| {task} | {n} | {same} | {same / n:.1%} |" if n else f"| {task} | 0 | – | – |")
+    if total:
+        print(f"| all | {total} | {same_all} | {same_all / total:.1%} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
