@@ -31,3 +31,14 @@ def test_agreement_matches_documents_by_id_and_task_by_exact_name(tmp_path: Path
     assert agreement.agreement(a, b, "demet") == (1, 2)
     assert agreement.agreement(a, b, "demet_mc") == (0, 1)  # option 0 against option 1
     assert agreement.tasks_in(a) == ["demet", "demet_mc"]
+
+
+def test_generation_answers_are_recomputed_with_the_task() -> None:
+    class Task:  # stands in for an lm-eval task: what process_results makes of the filtered response
+        def process_results(self, doc: dict, results: list[str]) -> dict:
+            return {"yes": results[0].strip().lower().startswith("yes")}
+
+    a = {"doc_id": 0, "doc": {}, "filtered_resps": ["Yes."], "metrics": ["yes"], "yes": ["old item format", 1]}
+    b = {"doc_id": 0, "doc": {}, "filtered_resps": [" yes, it is"], "metrics": ["yes"], "yes": True}
+    assert agreement.parsed_answer(a, Task()) == agreement.parsed_answer(b, Task())  # same parse, other logged items
+    assert agreement.parsed_answer(a) != agreement.parsed_answer(b)
