@@ -51,7 +51,9 @@ def vllm_available() -> bool:
 def run_eval(argv: list[str], out: Path, cwd: Path) -> str:
     from bias_harness.plugins.vllm_cpu import cpu_env
 
-    env = cpu_env(dict(os.environ, TOKENIZERS_PARALLELISM="false"))  # vLLM computes on every core of a small machine
+    # vLLM computes on every core of a small machine; INFO: the engine's log is checked below (importing TRL, as the
+    # mitigation tests do, sets VLLM_LOGGING_LEVEL=ERROR in this process's environment)
+    env = cpu_env(dict(os.environ, TOKENIZERS_PARALLELISM="false", VLLM_LOGGING_LEVEL="INFO"))
     cmd = [*argv, "--tasks", ",".join(TASKS), "--limit", str(LIMIT), "--apply_chat_template",
            "--gen_kwargs", GEN_KWARGS, "--metadata", METADATA, "--output_path", str(out), "--log_samples", "--seed", "1234"]
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
