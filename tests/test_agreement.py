@@ -9,8 +9,13 @@ from bias_harness.report import agreement
 
 
 def _write(folder: Path, task: str, stamp: str, rows: list[dict]) -> None:
+    """What lm-eval writes with --log_samples: the samples file and the results file of the same stamp."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"samples_{task}_{stamp}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    results = folder / f"results_{stamp}.json"
+    data = json.loads(results.read_text()) if results.exists() else {"results": {}, "config": {"model": "hf"}}
+    data["results"][task] = {}
+    results.write_text(json.dumps(data))
 
 
 def _ll(doc_id: int, lls: list[float]) -> dict:
@@ -30,7 +35,7 @@ def test_agreement_matches_documents_by_id_and_task_by_exact_name(tmp_path: Path
     _write(b, "demet_mc", "2026-01-03T00-00-00.0", [_ll(0, [-3.0, -0.5])])
     assert agreement.agreement(a, b, "demet") == (1, 2)
     assert agreement.agreement(a, b, "demet_mc") == (0, 1)  # option 0 against option 1
-    assert agreement.tasks_in(a) == ["demet", "demet_mc"]
+    assert sorted(agreement.load_run(a).sample_files) == ["demet", "demet_mc"]
 
 
 def test_generation_answers_are_recomputed_with_the_task() -> None:

@@ -16,6 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bias_harness.report import Run, load_run
+
 
 def parsed_answer(sample: dict[str, Any], task: Any = None) -> str:
     """The chosen option where the filtered response is a list of (log-likelihood, is_greedy) pairs; else, with the
@@ -38,29 +40,19 @@ def load_task(name: str) -> Any:
     return get_task_dict([name], bias_harness.task_manager(include_defaults=False))[name]
 
 
-def _task_of(path: Path) -> str:
-    """``samples_demet_mc_2026-11-23T13-39-01.159352.jsonl`` -> ``demet_mc``."""
-    return path.name.removeprefix("samples_").rsplit("_", 1)[0]
+def samples(run: Run | str | Path, task: str) -> dict[int, dict[str, Any]]:
+    """doc_id -> logged sample of ``task`` in a run folder (the samples of its newest results, as the report reads them)."""
+    rows = (run if isinstance(run, Run) else load_run(run)).samples(task)
+    if not rows:
+        raise FileNotFoundError(f"no logged samples of {task} in {run} (run with --log_samples)")
+    return {s["doc_id"]: s for s in rows}
 
 
-def samples(run_dir: str | Path, task: str) -> dict[int, dict[str, Any]]:
-    """doc_id -> logged sample of ``task``, from the newest ``samples_<task>_*.jsonl`` under ``run_dir``."""
-    files = sorted((p for p in Path(run_dir).rglob(f"samples_{task}_*.jsonl") if _task_of(p) == task),
-                   key=lambda p: p.name.rsplit("_", 1)[-1])  # not samples_demet_mc_* for demet; newest stamp last
-    if not files:
-        raise FileNotFoundError(f"no samples_{task}_*.jsonl under {run_dir} (run with --log_samples)")
-    return {s["doc_id"]: s for s in map(json.loads, files[-1].read_text(encoding="utf-8").splitlines())}
-
-
-def agreement(run_a: str | Path, run_b: str | Path, task: str, task_obj: Any = None) -> tuple[int, int]:
+def agreement(run_a: Run | str | Path, run_b: Run | str | Path, task: str, task_obj: Any = None) -> tuple[int, int]:
     """(documents whose parsed answers agree, documents in both runs); ``task_obj``: see :func:`parsed_answer`."""
     a, b = samples(run_a, task), samples(run_b, task)
     common = sorted(a.keys() & b.keys())
     return sum(parsed_answer(a[d], task_obj) == parsed_answer(b[d], task_obj) for d in common), len(common)
-
-
-def tasks_in(run_dir: str | Path) -> list[str]:
-    return sorted({_task_of(p) for p in Path(run_dir).rglob("samples_*.jsonl")})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,11 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("run_b")
     ap.add_argument("--tasks", default="", help="comma list (default: every task logged in both runs)")
     args = ap.parse_args(argv)
-    tasks = [t for t in args.tasks.split(",") if t] or sorted(set(tasks_in(args.run_a)) & set(tasks_in(args.run_b)))
+    run_a, run_b = load_run(args.run_a), load_run(args.run_b)
+    tasks = [t for t in args.tasks.split(",") if t] or sorted(run_a.sample_files.keys() & run_b.sample_files.keys())
     total = same_all = 0
     print("| task | documents in both runs | parsed answers agree | share |\n|---|---|---|---|")
     for task in tasks:
-        same, n = agreement(args.run_a, args.run_b, task, load_task(task))
+        same, n = agreement(run_a, run_b, task, load_task(task))
         same_all, total = same_all + same, total + n
         print(f"| {task} | {n} | {same} | {same / n:.1%} |" if n else f"| {task} | 0 | – | – |")
     if total:
