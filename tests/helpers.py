@@ -16,6 +16,17 @@ WORDS = (
 ).split(" ")
 
 
+def vllm_env() -> dict[str, str]:
+    """Environment for a subprocess that starts vLLM: every core of a small machine (``cpu_env``), INFO logs (the tests
+    read the engine's log; importing TRL, as the mitigation tests do, sets ``VLLM_LOGGING_LEVEL=ERROR`` in this
+    process's environment), no tokenizer threads."""
+    import os
+
+    from bias_harness.plugins.vllm_cpu import cpu_env
+
+    return dict(cpu_env(dict(os.environ, TOKENIZERS_PARALLELISM="false", VLLM_LOGGING_LEVEL="INFO")))
+
+
 def build_tiny_causal_lm(folder: Path, seed: int = 0, arch: str = "gpt2") -> Path:
     """Random 2-layer causal LM (~100k params) with a WordLevel tokenizer (whitespace + punctuation split).
     ``arch``: ``gpt2`` (default), or ``llama`` with 2 attention and 2 KV heads of vLLM's usual head size 64 (so that

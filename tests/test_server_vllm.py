@@ -54,10 +54,9 @@ class VllmServer:
         cmd = [str(BIN / "vllm"), "serve", self.model, "--host", "127.0.0.1", "--port", str(self.port),
                "--served-model-name", SERVED_NAME, "--max-model-len", "2048", "--gpu-memory-utilization", "0.2",
                "--enforce-eager", "--enable-prefix-caching"]
-        from bias_harness.plugins.vllm_cpu import cpu_env
+        from tests.helpers import vllm_env
 
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                     env=cpu_env(dict(os.environ)))  # every core of a small machine for the model
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=vllm_env())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

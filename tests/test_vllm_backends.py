@@ -49,11 +49,9 @@ def vllm_available() -> bool:
 
 
 def run_eval(argv: list[str], out: Path, cwd: Path) -> str:
-    from bias_harness.plugins.vllm_cpu import cpu_env
+    from tests.helpers import vllm_env
 
-    # vLLM computes on every core of a small machine; INFO: the engine's log is checked below (importing TRL, as the
-    # mitigation tests do, sets VLLM_LOGGING_LEVEL=ERROR in this process's environment)
-    env = cpu_env(dict(os.environ, TOKENIZERS_PARALLELISM="false", VLLM_LOGGING_LEVEL="INFO"))
+    env = vllm_env()
     cmd = [*argv, "--tasks", ",".join(TASKS), "--limit", str(LIMIT), "--apply_chat_template",
            "--gen_kwargs", GEN_KWARGS, "--metadata", METADATA, "--output_path", str(out), "--log_samples", "--seed", "1234"]
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
@@ -81,7 +79,9 @@ def test_every_task_family_runs_on_vllm(runs) -> None:
     results = json.loads(sorted(run_dir.rglob("results_*.json"))[-1].read_text())
     assert set(TASKS) <= set(results["results"])
     assert results["config"]["model"] == "vllm"
-    if (os.cpu_count() or 1) <= 4:  # cpu_env: no core held back for vLLM's scheduler on a small CPU machine
+    from bias_harness.plugins.vllm_cpu import FEW_CORES
+
+    if (os.cpu_count() or 1) <= FEW_CORES:  # cpu_env: no core held back for vLLM's scheduler on a small CPU machine
         import torch
 
         assert torch.cuda.is_available() or "reserved_cpus=[]" in runs["vllm"][1], "vLLM left a core idle"

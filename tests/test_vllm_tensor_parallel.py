@@ -22,10 +22,9 @@ def run(model: str, tp: int, out: Path) -> str:
     import bias_harness
     import torch
 
-    from bias_harness.plugins.vllm_cpu import cpu_env
+    from tests.helpers import vllm_env
 
-    # INFO: the workers' log is checked (importing TRL elsewhere in the run sets VLLM_LOGGING_LEVEL=ERROR)
-    env = cpu_env(dict(os.environ, TOKENIZERS_PARALLELISM="false", VLLM_LOGGING_LEVEL="INFO"))
+    env = vllm_env()
     if tp > 1 and not torch.cuda.is_available():  # one core list per rank (vLLM's auto-binding wants a NUMA node each)
         cores = sorted(os.sched_getaffinity(0))
         if len(cores) < tp:
