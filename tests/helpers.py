@@ -16,15 +16,18 @@ WORDS = (
 ).split(" ")
 
 
-def vllm_env() -> dict[str, str]:
-    """Environment for a subprocess that starts vLLM: every core of a small machine (``cpu_env``), INFO logs (the tests
-    read the engine's log; importing TRL, as the mitigation tests do, sets ``VLLM_LOGGING_LEVEL=ERROR`` in this
-    process's environment), no tokenizer threads."""
+def vllm_env(serve: bool = False) -> dict[str, str]:
+    """Environment for a subprocess that starts vLLM: INFO logs (the tests read the engine's log; importing TRL, as
+    the mitigation tests do, sets ``VLLM_LOGGING_LEVEL=ERROR`` in this process's environment), no tokenizer threads.
+    ``VLLM_CPU_NUM_OF_RESERVED_CPU`` is left out, so that ``lm_eval`` gets it from our start-up hook as a user's
+    would; ``serve=True`` (``vllm serve``, which loads no hook) sets it the documented way, with ``cpu_env``."""
     import os
 
-    from bias_harness.plugins.vllm_cpu import cpu_env
+    from bias_harness.plugins.vllm_cpu import RESERVED, cpu_env
 
-    return dict(cpu_env(dict(os.environ, TOKENIZERS_PARALLELISM="false", VLLM_LOGGING_LEVEL="INFO")))
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false", VLLM_LOGGING_LEVEL="INFO")
+    env.pop(RESERVED, None)
+    return dict(cpu_env(env)) if serve else env
 
 
 def build_tiny_causal_lm(folder: Path, seed: int = 0, arch: str = "gpt2") -> Path:

@@ -56,7 +56,7 @@ class VllmServer:
                "--enforce-eager", "--enable-prefix-caching"]
         from tests.helpers import vllm_env
 
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=vllm_env())
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=vllm_env(serve=True))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

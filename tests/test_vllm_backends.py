@@ -81,7 +81,7 @@ def test_every_task_family_runs_on_vllm(runs) -> None:
     assert results["config"]["model"] == "vllm"
     from bias_harness.plugins.vllm_cpu import FEW_CORES
 
-    if (os.cpu_count() or 1) <= FEW_CORES:  # cpu_env: no core held back for vLLM's scheduler on a small CPU machine
+    if (os.cpu_count() or 1) <= FEW_CORES:  # the start-up hook's cpu_env (the test sets nothing): every core computes
         import torch
 
         assert torch.cuda.is_available() or "reserved_cpus=[]" in runs["vllm"][1], "vLLM left a core idle"
