@@ -52,7 +52,13 @@ def test_headline_table_and_breakdowns_match_the_report(tmp_path, headline):
         extra = set(every) - set(head)
         assert {f"{s}_{b}" for s in ("lms", "ss", "icat") for b in ("gender", "profession", "race", "religion")} <= extra
         for name in extra - {"inter_nsp_rate"}:  # the report: from the samples of the run without the switch
-            assert report._value(run, task, name) == pytest.approx(every[name], nan_ok=True), (task, name)
+            assert report.metric_value(run, task, name) == pytest.approx(every[name], nan_ok=True), (task, name)
         cells = [" / ".join(report.fmt(every[f"{s}_{b}"], 1) for s in ("lms", "ss", "icat")) for b in report.BIAS_TYPES]
         assert f"| {task} | " + " | ".join(cells) + " |" in text
         assert not all(math.isnan(every[f"lms_{b}"]) for b in report.BIAS_TYPES)
+        # a summary field of a breakdown the run did not aggregate gets the same value (the section's metric_value)
+        from bias_harness.report import fill_summary
+
+        for name in ("lms_ci_lo", "ss_gender"):
+            field = fill_summary(f"{{{{ scripted | {task} | {name} | .4f }}}}", {"scripted": run})
+            assert field == ("n/a" if math.isnan(every[name]) else format(every[name], ".4f")), (task, name)

@@ -7,6 +7,8 @@ Each work contributes a section, its ``plugins/<work>/report.py`` (found by :mod
     def matches(task: str) -> bool: ...         # which lm-eval tasks it reports on
     def render(run: Run, out_dir: Path) -> str  # Markdown (plots saved under out_dir, linked relatively)
     def points(run: Run) -> dict[str, Point]     # optional: headline metrics with 95% CIs, for the comparison figure
+    def metric_value(run, task, name) -> float   # optional: a metric the run did not aggregate, computed from its
+                                                #   samples (what the section's tables show; summary fields use it)
 
 A run with none of a section's tasks skips it. A section with ``points`` gets one
 comparison figure (every model side by side, CIs as error bars, :func:`comparison_plot`) in its section: under the
@@ -339,11 +341,24 @@ def fill_summary(text: str, runs: dict[str, "Run"], where: str = "summary") -> s
         model, task, metric, how = (g.strip() if g else None for g in m.groups())
         found = [r for label, r in runs.items() if model in label and task in r.results]
         value = found[0].metric(task, metric) if found else None
+        if value is None and found:
+            value = _section_value(found[0], task, metric)
         if value is None:
             log.warning("%s: %s: no run of model '%s' with metric '%s' of task '%s'", where, m.group(0), model, metric, task)
         return _format_field(value, how)
 
     return SUMMARY_FIELD.sub(one, text)
+
+
+def _section_value(run: "Run", task: str, metric: str) -> float | None:
+    """A metric that lm-eval did not aggregate, from the section of ``task`` that computes it (``metric_value``)."""
+    for section in sections():
+        value_of = getattr(section, "metric_value", None)
+        if value_of is not None and section.matches(task):
+            value = value_of(run, task, metric)
+            if isinstance(value, (int, float)) and not math.isnan(value):
+                return float(value)
+    return None
 
 
 def _summary_for(section: ModuleType, summary: dict[str, str]) -> str:

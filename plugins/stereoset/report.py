@@ -21,7 +21,7 @@ def matches(task: str) -> bool:
     return task.startswith("stereoset_")
 
 
-def _value(run: Run, task: str, name: str) -> float:
+def metric_value(run: Run, task: str, name: str) -> float:
     """A metric of lm-eval's results; a breakdown (per bias type, a CI bound) that the run did not aggregate (no
     ``breakdown`` switch) is computed from the logged samples instead, with the task's own aggregation."""
     v = run.metric(task, name, "none")
@@ -77,7 +77,7 @@ def _rows(run: Run, tasks: list[str]) -> list[tuple[str, dict[str, float]]]:
     from bias_harness.plugins.stereoset import metrics as m
 
     names = [*SCORES, *(f"{s}_ci_{side}" for s in SCORES for side in ("lo", "hi"))]
-    rows = [(t, {s: _value(run, t, s) for s in names}) for t in tasks]
+    rows = [(t, {s: metric_value(run, t, s) for s in names}) for t in tasks]
     for lang in ("de", "en"):
         intra, inter = f"stereoset_{lang}_intra", f"stereoset_{lang}_inter"
         if intra in tasks and inter in tasks:
@@ -169,18 +169,18 @@ def render(run: Run, out_dir: Path) -> str:
             extra = (f"{fmt(v['icat_ci_lo'], 1)}–{fmt(v['icat_ci_hi'], 1)}", "–", "–", f"`{run.model.get(name.split(' ')[0] + '_intra', '?')}`")
         else:
             ci = f"{fmt(v['icat_ci_lo'], 1)}–{fmt(v['icat_ci_hi'], 1)}"
-            extra = (ci, fmt(_value(run, name, "invalid_rate")), fmt(_value(run, name, "tie_rate")), f"`{run.model.get(name, '?')}`")
+            extra = (ci, fmt(metric_value(run, name, "invalid_rate")), fmt(metric_value(run, name, "tie_rate")), f"`{run.model.get(name, '?')}`")
         parts.append(f"| {name} | {fmt(v['lms'], 1)} | {fmt(v['ss'], 1)} | {fmt(v['icat'], 1)} | {' | '.join(extra)} |")
     parts += ["", f"![StereoSet scores]({_plot(rows, out_dir)})", "", "### By bias type", ""]
     parts += ["| task | " + " | ".join(f"{b} lms / ss / icat" for b in BIAS_TYPES) + " |", "|---|" + "---|" * len(BIAS_TYPES)]
     for t in tasks:
-        cells = [" / ".join(fmt(_value(run, t, f"{s}_{b}"), 1) for s in SCORES) for b in BIAS_TYPES]
+        cells = [" / ".join(fmt(metric_value(run, t, f"{s}_{b}"), 1) for s in SCORES) for b in BIAS_TYPES]
         parts.append(f"| {t} | " + " | ".join(cells) + " |")
-    split = [t for t in tasks if not math.isnan(_value(run, t, "lms_intra"))]
+    split = [t for t in tasks if not math.isnan(metric_value(run, t, "lms_intra"))]
     if split:
         parts += ["", "### Intra- vs intersentence (combined tasks)", "", "| task | intra lms / ss / icat | inter lms / ss / icat |", "|---|---|---|"]
         for t in split:
-            cells = [" / ".join(fmt(_value(run, t, f"{s}_{p}"), 1) for s in SCORES) for p in ("intra", "inter")]
+            cells = [" / ".join(fmt(metric_value(run, t, f"{s}_{p}"), 1) for s in SCORES) for p in ("intra", "inter")]
             parts.append(f"| {t} | " + " | ".join(cells) + " |")
     parts += _published(run, tasks)
     limited = {t: sub for t in tasks if (sub := subset_note(run, t))}
@@ -220,7 +220,7 @@ def _published(run: Run, tasks: list[str]) -> list[str]:
         sc = row["scores"]
         lines.append(f"| {row['model']} (released) | {_triple(sc['overall'])} | {_triple(sc['intrasentence'])} | {_triple(sc['intersentence'])} |")
     for t in ours:
-        parts = [{s: _value(run, t, f"{s}_{p}") for s in SCORES} for p in ("intra", "inter")]
-        lines.append(f"| **{run.model.get(t, '?')}** ({t}, this run) | {_triple({s: _value(run, t, s) for s in SCORES})} | "
+        parts = [{s: metric_value(run, t, f"{s}_{p}") for s in SCORES} for p in ("intra", "inter")]
+        lines.append(f"| **{run.model.get(t, '?')}** ({t}, this run) | {_triple({s: metric_value(run, t, s) for s in SCORES})} | "
                      f"{_triple(parts[0])} | {_triple(parts[1])} |")
     return lines
