@@ -135,7 +135,7 @@ partly cached) and 22 min (gemma-3-270m), `demet_mc` on gemma-3-270m 27 min (sha
 
 | what | full size | estimate here (2 cores) | command |
 |---|---|---|---|
-| StereoSet reprompted (`stereoset_*_combined_reprompt`) on gemma-3-270m | about 4,200 contexts per language (25,365 requests) | about 30 min (hf; left for lack of session time) | `bash scripts/results.sh stereoset report` |
+| StereoSet reprompted (`stereoset_*_combined_reprompt`) on gemma-3-270m | about 4,200 contexts per language (25,365 requests) | about 50 min (hf; measured: 22% of the requests in 19 min, half the plain task's pace: the prepended instruction lengthens every request) | `bash scripts/results.sh stereoset report` |
 | `multiagent_test_interaction_sr_ice` | 160 documents x 5 sampled runs, 11 lockstep steps (first assignment, self-reflection, discussion, final assignment) of up to 550 prompts | about 80 min on vLLM (`_sr` took 82 min here; left for lack of session time) | `VLLM_ARGS=gpu_memory_utilization=0.5 bash scripts/results.sh multiagent report` |
 | `multiagent_interaction` (and `_goal`) | 555 dialogues | about 3 h per task on vLLM | `bash scripts/results.sh gpu report` |
 | `multiagent_test_interaction_goal`, `_goal_sr`, `_goal_sr_ice` | 160 documents each | about 40 min (`_goal`) and 80 min (`_goal_sr`, `_goal_sr_ice`) per task on vLLM | `bash scripts/results.sh gpu report` |
