@@ -87,3 +87,10 @@ def test_summary_fields_are_filled_from_the_runs(tmp_path: Path, caplog) -> None
                            load_runs(tmp_path / "a", tmp_path / "b"), "summary.md")
     assert out == "acc 0.250, 0.2, n 42, missing n/a and n/a."
     assert "summary.md: {{ smol | toy_task | nope }}" in caplog.text and "'other'" in caplog.text
+
+
+def test_summary_field_rounding_to_zero_has_no_minus_sign() -> None:
+    from bias_harness.report import _format_field
+
+    assert [_format_field(v, "+.1f") for v in (-0.04, 0.04, -0.06)] == ["+0.0", "+0.0", "-0.1"]
+    assert [_format_field(v, ".2f") for v in (-0.001, -0.01)] == ["0.00", "-0.01"]

@@ -326,7 +326,8 @@ def _format_field(value: Any, how: str | None) -> str:
         return f"{100 * value:.1f}%"
     if how == "int":
         return str(int(round(value)))
-    return format(value, how or ".3f")
+    text = format(value, how or ".3f")
+    return format(0.0, how or ".3f") if re.fullmatch(r"-0\.?0*", text) else text  # no "-0.0" for a tiny negative
 
 
 def fill_summary(text: str, runs: dict[str, "Run"], where: str = "summary") -> str:
