@@ -241,13 +241,18 @@ def comparison_plot(values: dict[str, dict[str, Point]], path: Path, title: str,
                 err = [[max(pt.value - pt.lo, 0.0)], [max(pt.hi - pt.value, 0.0)]]
             ax.barh(y, pt.value, height=height * 0.9, color=colors[j % len(colors)], xerr=err, capsize=3,
                     label=short_label(model) if i == 0 else None)
-            ax.text(pt.value, y, f" {pt.value:.2f}" if abs(pt.value) < 10 else f" {pt.value:.1f}", va="center", fontsize=7)
+            # the value label goes past the outer end of the error bar, so the two never overlap
+            neg = pt.value < 0
+            end = pt.value if err is None else (min(pt.value, pt.lo) if neg else max(pt.value, pt.hi))
+            label = f"{pt.value:.2f}" if abs(pt.value) < 10 else f"{pt.value:.1f}"
+            ax.text(end, y, f"{label} " if neg else f" {label}", va="center", ha="right" if neg else "left", fontsize=7)
     ref_of = refs.get if isinstance(refs, dict) else refs
     for i, metric in enumerate(metrics):
         ref = ref_of(metric) if ref_of else None
         if ref is not None:
             ax.plot([ref] * 2, [i - 0.5, i + 0.5], ls="--", color="green", lw=1)
     ax.axvline(0, color="black", lw=0.6)
+    ax.margins(x=0.12)  # room for the value labels
     ax.set_yticks(range(len(metrics)), metrics)
     ax.invert_yaxis()
     ax.set_title(textwrap.fill(title + ("" if not refs else f" (dashed: {ref_label})"), 70), fontsize=10)
