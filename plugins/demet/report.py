@@ -227,7 +227,7 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
         rows = [(s, k) for s, k in zip(subsets, keys) if _m(run, task, f"pair_bias_{PAIRS[0]}_{k}") is not None]
         if not rows:
             continue
-        lines += [f"{title}; p: exact McNemar on the subset's matched pairs (from the logged samples):", "",
+        lines += [f"{title}; p: exact McNemar on the run's matched pairs (from the logged samples):", "",
                   "| | B(woman, man) | p | B(woman, neutral) | p | B(neutral, man) | p | mixed_gender_bias |",
                   "|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for s, k in rows:
