@@ -7,7 +7,8 @@
 #                                        # log-likelihood tasks run on hf whatever BACKEND says (LL_BACKEND overrides)
 #   VLLM_ARGS=gpu_memory_utilization=0.5 bash scripts/results.sh multiagent   # extra vLLM --model_args (on a CPU: a
 #                                        # bigger KV cache for the long multi-agent discussions; default 0.2 of RAM)
-# Models: SmolLM2-135M-Instruct (chat model) and the gemma-3-270m base model. Generation tasks run on SmolLM2 only,
+# Models: SmolLM2-135M-Instruct (chat model) and the gemma-3-270m base model. Generation tasks run on SmolLM2 only
+# (gemma-3-270m has no chat template and answered the first 20 STOP progressions with blank text in the plain transcript),
 # with its chat template (--apply_chat_template); log-likelihood tasks run on both models as plain language models
 # (no chat template: both models score the same strings). Greedy unless a task samples, --seed 0.
 # Sizes: the full data of every task (no --limit), except where noted; --limit N = the first N documents of a task;

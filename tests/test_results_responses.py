@@ -108,3 +108,12 @@ def test_cli_and_bad_packs(tmp_path: Path) -> None:
         d["k"] = {"odd": 1}
     with pytest.raises(BadInput, match=r"y_rank0.db, key k: response of type dict"):
         responses.save(tmp_path / "cache", tmp_path / "packs2")
+
+
+def test_committed_packs_read_back() -> None:
+    """docs/results/responses: every pack decodes, and no response is in two packs (save writes only new keys)."""
+    root = Path(__file__).resolve().parents[1] / "docs" / "results" / "responses"
+    dbs = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    for db in dbs:
+        keys = [key for _, _, key, _ in responses.read_packs(db)]
+        assert keys and len(keys) == len(set(keys)), db
