@@ -115,5 +115,5 @@ def test_committed_packs_read_back() -> None:
     root = Path(__file__).resolve().parents[1] / "docs" / "results" / "responses"
     dbs = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     for db in dbs:
-        keys = [key for _, _, key, _ in responses.read_packs(db)]
+        keys = [key for key, _ in responses.read_packs(db)]
         assert keys and len(keys) == len(set(keys)), db

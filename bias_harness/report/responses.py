@@ -50,8 +50,8 @@ def databases(cache_dir: Path) -> list[Path]:
     return sorted(cache_dir.glob("*_rank*.db"))
 
 
-def read_packs(pack_dir: Path) -> Iterator[tuple[Path, int, str, Any]]:
-    """(pack, line number, key, response) for every line of every pack in one database's folder, oldest first."""
+def read_packs(pack_dir: Path) -> Iterator[tuple[str, Any]]:
+    """(key, response) for every line of every pack in one database's folder, oldest first."""
     for pack in sorted(pack_dir.glob(f"*{PACK_SUFFIX}")):
         with lzma.open(pack, "rt", encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
@@ -59,7 +59,7 @@ def read_packs(pack_dir: Path) -> Iterator[tuple[Path, int, str, Any]]:
                     key, value = json.loads(line)
                 except ValueError as e:
                     raise BadInput(f"{pack}, line {n}: not a [key, response] JSON pair ({e})") from None
-                yield pack, n, key, _decode(value)
+                yield key, _decode(value)
 
 
 def save(cache_dir: str | Path, packs: str | Path) -> list[Path]:
@@ -71,7 +71,7 @@ def save(cache_dir: str | Path, packs: str | Path) -> list[Path]:
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S")
     for db in databases(cache_dir):
         pack_dir = packs / db.stem
-        known = {key for _, _, key, _ in read_packs(pack_dir)}
+        known = {key for key, _ in read_packs(pack_dir)}
         with SqliteDict(str(db), flag="r") as d:
             new = sorted((k, _encode(v, f"{db}, key {k}")) for k, v in d.items() if k not in known)
         if not new:
@@ -100,7 +100,7 @@ def restore(packs: str | Path, cache_dir: str | Path) -> dict[str, int]:
     for pack_dir in sorted(p for p in packs.iterdir() if p.is_dir()):
         n = 0
         with SqliteDict(str(cache_dir / f"{pack_dir.name}.db"), autocommit=False) as d:
-            for _, _, key, value in read_packs(pack_dir):
+            for key, value in read_packs(pack_dir):
                 if key not in d:
                     d[key] = value
                     n += 1
