@@ -155,14 +155,14 @@ and `multiagent_test_interaction_sr_ice` (63 min), on the whole Test set. They a
 [addendum/README.md](addendum/README.md), made by the same report from those two runs: this page is made from all
 of its runs at once, and the runs behind it were made on machines whose lm-eval caches are gone. The response
 packs (`docs/results/responses/`) began on 2026-11-25 and hold full STOP, `demet`, `demet_names`, `demet_gpt4`,
-`demet_mc` (both models) and the two runs above; regenerating this page on a new machine (`bash
+`demet_mc` (both models), the two runs above and the first 7 of the 11 steps of `_goal_sr`; regenerating this page on a new machine (`bash
 scripts/results.sh`) replays those and computes the rest again, about 6 h here (the times above), resumable; the
 addendum then joins the page.
 
 | what | full size | estimate here (2 cores) | command |
 |---|---|---|---|
 | `multiagent_interaction` (and `_goal`) | 555 dialogues | about 3 h per task on vLLM | `bash scripts/results.sh gpu report` |
-| `multiagent_test_interaction_goal_sr`, `_goal_sr_ice` | 160 documents x 5 sampled runs each, 11 lockstep steps | 60-80 min per task on vLLM (`_goal` took 35 min here; self-reflection adds a second full-size step: `_sr` took 82 min and `_sr_ice` 63 min, against 39 for the plain task); not run yet, for lack of session time | `bash scripts/results.sh gpu report` |
+| `multiagent_test_interaction_goal_sr`, `_goal_sr_ice` | 160 documents x 5 sampled runs each, 11 lockstep steps | 60-80 min per task on vLLM (`_goal` took 35 min here; self-reflection adds a second full-size step: `_sr` took 82 min and `_sr_ice` 63 min, against 39 for the plain task); `_goal_sr` stopped after 7 of its 11 steps (40 min), packed, so the command resumes there | `bash scripts/results.sh gpu report` |
 MD
 )
 
