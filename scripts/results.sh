@@ -106,7 +106,7 @@ step_contact() {
 
 # Multi-agent (chat only): the Test set (32 scenarios x 5 character orders = 160 documents) without and with
 # interaction, each with and without self-reflection (plain and with the in-context example), and with interaction
-# in the goal setting (each agent told to take Task 1); detection on the
+# in the goal setting (each agent told to take Task 1), also with self-reflection; detection on the
 # fine-tune dev set; the School case study; the 111-scenario set without interaction (555 documents).
 step_multiagent() {
   ev smollm2 multiagent multiagent_detect "$(fit 40)" $CHAT
@@ -115,15 +115,14 @@ step_multiagent() {
   ev smollm2 multiagent multiagent_test_nointeraction_sr,multiagent_test_nointeraction_sr_ice "$(fit 8)" $CHAT
   ev smollm2 multiagent multiagent_test_interaction,multiagent_test_interaction_sr,multiagent_test_interaction_sr_ice "$(fit 4)" $CHAT
   ev smollm2 multiagent multiagent_test_interaction_goal "$(fit 4)" $CHAT
+  ev smollm2 multiagent multiagent_test_interaction_goal_sr,multiagent_test_interaction_goal_sr_ice "$(fit 4)" $CHAT
   ev smollm2 multiagent multiagent_school_leader,multiagent_school_deadline "" $CHAT
 }
 
 # Not run for docs/results on the 2-core CPU (see NOT_RUN_HERE): the multi-turn interaction on the 111 Scenarios
-# with 5 character orders (555 dialogues) and the goal variants with self-reflection. `bash scripts/results.sh gpu`
-# on a GPU machine.
+# with 5 character orders (555 dialogues). `bash scripts/results.sh gpu` on a GPU machine.
 step_gpu() {
   ev smollm2 multiagent multiagent_interaction,multiagent_interaction_goal "" $CHAT
-  ev smollm2 multiagent multiagent_test_interaction_goal_sr,multiagent_test_interaction_goal_sr_ice "" $CHAT
 }
 
 # Appended to docs/results/README.md by step_report (the estimates are hand-written: the code cannot know them).
@@ -150,19 +149,20 @@ hf against 58 s with vLLM plus 61 s start-up (`benchmarks/vllm_multiturn.py`); o
 partly cached) and 22 min (gemma-3-270m), `demet_mc` on gemma-3-270m 27 min (shared CPU), StereoSet reprompted 33
 min (SmolLM2) and 68 min (gemma-3-270m, in two sittings resumed from lm-eval's cache).
 
-Made since, on 2026-11-25, with the same code and command on vLLM: `multiagent_test_interaction_goal` (35 min)
-and `multiagent_test_interaction_sr_ice` (63 min), on the whole Test set. They are on a page of their own,
-[addendum/README.md](addendum/README.md), made by the same report from those two runs: this page is made from all
-of its runs at once, and the runs behind it were made on machines whose lm-eval caches are gone. The response
-packs (`docs/results/responses/`) began on 2026-11-25 and hold full STOP, `demet`, `demet_names`, `demet_gpt4`,
-`demet_mc` (both models), the two runs above and the first 7 of the 11 steps of `_goal_sr`; regenerating this page on a new machine (`bash
+Made since, on 2026-11-25, with the same code and command on vLLM: `multiagent_test_interaction_goal` (35 min),
+`multiagent_test_interaction_sr_ice` (63 min) and `multiagent_test_interaction_goal_sr` (about 97 min, in two
+sittings resumed from the packed steps), on the whole Test set. They are on a page of their own,
+[addendum/README.md](addendum/README.md), made by the same report from those runs: this page is made from all of its
+runs at once, and the runs behind it were made on machines whose lm-eval caches are gone. The response packs
+(`docs/results/responses/`) began on 2026-11-25 and hold full STOP, `demet`, `demet_names`, `demet_gpt4`,
+`demet_mc` (both models) and the three runs above; regenerating this page on a new machine (`bash
 scripts/results.sh`) replays those and computes the rest again, about 6 h here (the times above), resumable; the
 addendum then joins the page.
 
 | what | full size | estimate here (2 cores) | command |
 |---|---|---|---|
 | `multiagent_interaction` (and `_goal`) | 555 dialogues | about 3 h per task on vLLM | `bash scripts/results.sh gpu report` |
-| `multiagent_test_interaction_goal_sr`, `_goal_sr_ice` | 160 documents x 5 sampled runs each, 11 lockstep steps | 60-80 min per task on vLLM (`_goal` took 35 min here; self-reflection adds a second full-size step: `_sr` took 82 min and `_sr_ice` 63 min, against 39 for the plain task); `_goal_sr` stopped after 7 of its 11 steps (40 min), packed, so the command resumes there | `bash scripts/results.sh gpu report` |
+| `multiagent_test_interaction_goal_sr_ice` | 160 documents x 5 sampled runs, 11 lockstep steps | about 1.5 h on vLLM (`_goal_sr` took 97 min here) | `BACKEND=vllm VLLM_ARGS=gpu_memory_utilization=0.5 bash scripts/results.sh ev smollm2 multiagent multiagent_test_interaction_goal_sr_ice "" --apply_chat_template`, then the addendum's report command |
 MD
 )
 
