@@ -150,19 +150,18 @@ partly cached) and 22 min (gemma-3-270m), `demet_mc` on gemma-3-270m 27 min (sha
 min (SmolLM2) and 68 min (gemma-3-270m, in two sittings resumed from lm-eval's cache).
 
 Made since, on 2026-11-25, with the same code and command on vLLM: `multiagent_test_interaction_goal` (35 min),
-`multiagent_test_interaction_sr_ice` (63 min) and `multiagent_test_interaction_goal_sr` (about 97 min, in two
-sittings resumed from the packed steps), on the whole Test set. They are on a page of their own,
-[addendum/README.md](addendum/README.md), made by the same report from those runs: this page is made from all of its
-runs at once, and the runs behind it were made on machines whose lm-eval caches are gone. The response packs
-(`docs/results/responses/`) began on 2026-11-25 and hold full STOP, `demet`, `demet_names`, `demet_gpt4`,
-`demet_mc` (both models), the three runs above and the first 7 of the 11 steps of `_goal_sr_ice`; regenerating
-this page on a new machine (`bash scripts/results.sh`) replays those and computes the rest again, about 6 h here
-(the times above), resumable; the addendum then joins the page.
+`multiagent_test_interaction_sr_ice` (63 min), `multiagent_test_interaction_goal_sr` (about 97 min) and
+`multiagent_test_interaction_goal_sr_ice` (about 131 min; these two in two sittings each, resumed from the packed
+steps), on the whole Test set. They are on a page of their own, [addendum/README.md](addendum/README.md), made by
+the same report from those runs: this page is made from all of its runs at once, and the runs behind it were made
+on machines whose lm-eval caches are gone. The response packs (`docs/results/responses/`) began on 2026-11-25 and
+hold full STOP, `demet`, `demet_names`, `demet_gpt4`, `demet_mc` (both models) and the four runs above;
+regenerating this page on a new machine (`bash scripts/results.sh`) replays those and computes the rest again,
+about 6 h here (the times above), resumable; the addendum then joins the page.
 
 | what | full size | estimate here (2 cores) | command |
 |---|---|---|---|
 | `multiagent_interaction` (and `_goal`) | 555 dialogues | about 3 h per task on vLLM | `bash scripts/results.sh gpu report` |
-| `multiagent_test_interaction_goal_sr_ice` | 160 documents x 5 sampled runs, 11 lockstep steps | about 1.5 h on vLLM (`_goal_sr` took 97 min here); its first 7 steps ran (66 min), packed, so the command resumes there | `BACKEND=vllm VLLM_ARGS=gpu_memory_utilization=0.5 bash scripts/results.sh ev smollm2 multiagent multiagent_test_interaction_goal_sr_ice "" --apply_chat_template`, then the addendum's report command |
 MD
 )
 
