@@ -1,4 +1,5 @@
-"""Statistics shared by the tasks: bootstrap confidence intervals and McNemar's test."""
+"""Statistics shared by the tasks: bootstrap confidence intervals, McNemar's test, a sign-flip permutation null
+over matched pairs, and an exact binomial confidence interval."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ T = TypeVar("T")
 
 BOOTSTRAP_ITERS = 1000
 BOOTSTRAP_SEED = 1234
+PERMUTATION_ITERS = 9999
+PERMUTATION_SEED = 1234
+_CHUNK = 1000  # draws per matrix product (bounds memory: chunk x units booleans)
 
 
 def bootstrap_ci(
@@ -66,3 +70,57 @@ def mcnemar(b: int, c: int, exact: bool = True) -> float:
 
     stat = (abs(b - c) - 1) ** 2 / n
     return float(chi2.sf(stat, 1))
+
+
+def sign_flip_null(
+    side_a: np.ndarray,
+    side_b: np.ndarray,
+    statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    iters: int = PERMUTATION_ITERS,
+    seed: int = PERMUTATION_SEED,
+) -> np.ndarray:
+    """Draws of ``statistic`` under the null that the two sides of every matched pair are exchangeable.
+
+    ``side_a`` and ``side_b`` are (units, k) arrays: per matched pair (a unit), the sufficient statistics of its two
+    sides (e.g. score sum and count per column). Each draw swaps the sides of every unit with probability 1/2,
+    independently (for one answer per side, swapping is flipping the sign of the pair's difference; a side with no
+    valid answer travels with its unit), sums the units into (draws, k) totals A and B, and evaluates
+    ``statistic(A, B)`` -> (draws,) values. Deterministic for a given seed. NaN draws (a statistic undefined on a
+    draw) are returned as NaN.
+    """
+    a, b = np.asarray(side_a, dtype=float), np.asarray(side_b, dtype=float)
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"sign_flip_null: sides must be two (units, k) arrays of one shape, got {a.shape} and {b.shape}")
+    rng = np.random.default_rng(seed)
+    tot_a, tot = a.sum(axis=0), (a + b).sum(axis=0)
+    diff = b - a
+    out = []
+    for start in range(0, iters, _CHUNK):
+        flips = rng.integers(0, 2, size=(min(_CHUNK, iters - start), len(a))).astype(float)
+        draw_a = tot_a + flips @ diff  # a flipped unit contributes its b side to A
+        out.append(np.asarray(statistic(draw_a, tot - draw_a), dtype=float))
+    return np.concatenate(out) if out else np.array([])
+
+
+def permutation_p(observed: float, null: Sequence[float] | np.ndarray) -> float:
+    """One-sided permutation p-value of ``observed`` against ``null`` draws (larger = more extreme), with the +1
+    correction: (#{draws >= observed} + 1) / (draws + 1). NaN draws are left out; nan for a nan ``observed``.
+    Draws equal to ``observed`` up to float rounding count as at least as extreme."""
+    draws = np.asarray(null, dtype=float)
+    draws = draws[~np.isnan(draws)]
+    if math.isnan(observed):
+        return math.nan
+    extreme = int(np.sum(draws >= observed - 1e-9 * max(1.0, abs(observed))))
+    return (extreme + 1) / (len(draws) + 1)
+
+
+def proportion_ci(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """Clopper-Pearson (exact binomial) CI of the proportion ``k / n``; (nan, nan) for ``n == 0``. For a share of
+    few units (e.g. 10 names), where a percentile bootstrap collapses to a point at 0 or 1."""
+    if n == 0:
+        return (math.nan, math.nan)
+    from scipy.stats import beta
+
+    lo = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return (lo, hi)
