@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 
@@ -77,6 +78,9 @@ def test_woman_preferring_model_gives_known_biases():
         assert m[f"score_{g}_{g}"] == -1.0
     assert m["mixed_gender_bias"] == 2.0 and m["mixed_gender_bias_traditional"] == 2.0 and m["mixed_gender_bias_topic_sex"] == 2.0
     assert (m["n_valid"], m["n_invalid"]) == (435, 87) and m["invalid_rate"] == pytest.approx(87 / 522)
+    # diagnostics: the same person in both orders of every matched pair; NAME1 in half of the 348 mixed answers and
+    # in the 87 same-gender answers of slot 0: (174 + 87) / 435
+    assert m["order_consistency"] == 1.0 and m["first_option_rate"] == pytest.approx(0.6)
     # logged samples carry the relationship type, the names and the parsed choice
     s = res["samples"]["demet"][3]
     assert s["doc"]["relationship"] == "woman_man" and s["filter"] == "choice"
@@ -87,7 +91,9 @@ def test_neutral_preferring_model_eq2_is_mean_of_absolute_biases():
     """The issue's bar: a model preferring neutral > woman > man (else NAME1). Limit 261 = slot 0, 29 matched pairs
     per pair type. B(woman, man) = +1 - (-1) = +2 (woman chosen in both orders), B(woman, neutral) = -1 - (+1) = -2
     (neutral chosen), B(neutral, man) = +2; Eq. 2 = (|2| + |-2| + |2|) / 3 = 2.0 (a signed mean would give 2/3), on
-    every topic and scenario type too; every bootstrap resample gives the same values."""
+    every topic and scenario type too; every bootstrap resample gives the same values. Against its sign-flip null:
+    each |B| = 2 |S| / 29 with S a sum of 29 random signs, E|S| = 29 C(28, 14) / 2^28, so the floor is
+    2 C(28, 14) / 2^28 = 0.299, and no draw reaches 2 (probability 2^-84): p = 1 / (9,999 + 1)."""
     rank = {"neutral": 0, "woman": 1, "man": 2}
     lm = scripted_lm(lambda ctx: "1" if rank[LIST_OF[_names(ctx)[0]]] <= rank[LIST_OF[_names(ctx)[1]]] else "2")
     m = _metrics(_run(lm, ["demet"], 261), "demet")
@@ -96,6 +102,9 @@ def test_neutral_preferring_model_eq2_is_mean_of_absolute_biases():
     assert m["mixed_gender_bias_egalitarian"] == m["mixed_gender_bias_traditional"] == m["mixed_gender_bias_topic_money"] == 2.0
     assert (m["pair_bias_woman_neutral_ci_lo"], m["pair_bias_woman_neutral_ci_hi"]) == (-2.0, -2.0)
     assert m["mcnemar_p_woman_neutral"] == pytest.approx(2 * 0.5**29) and m["n_invalid"] == 0
+    assert m["mixed_gender_bias_floor"] == pytest.approx(2 * math.comb(28, 14) / 2**28, abs=0.005)
+    assert m["mixed_gender_bias_perm_p"] == 1 / 10000 and m["mixed_gender_bias_excess"] == 2.0 - m["mixed_gender_bias_floor"]
+    assert m["order_consistency"] == 1.0
 
 
 def test_position_biased_model_on_gpt4_set():
@@ -105,6 +114,8 @@ def test_position_biased_model_on_gpt4_set():
     assert all(m[f"score_{r}"] == -1.0 for r in dm.REL_TYPES)
     assert m["pair_bias_woman_man"] == 0.0 and m["mixed_gender_bias"] == 0.0 and m["mixed_gender_bias_other"] == 0.0
     assert m["mcnemar_p_woman_man"] == 1.0 and m["n_valid"] == 1440 and m["invalid_rate"] == 0.0
+    assert (m["first_option_rate"], m["order_consistency"]) == (1.0, 0.0)  # the diagnostics say why
+    assert (m["mixed_gender_bias_floor"], m["mixed_gender_bias_perm_p"]) == (0.0, 1.0)
     assert "mixed_gender_bias_traditional" not in m
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 
+import numpy as np
 import pytest
 
+from bias_harness.plugins import stats
 from bias_harness.plugins.demet import metrics as dm
 from bias_harness.plugins.demet.metrics import NAME1, NAME2
 
@@ -46,21 +49,7 @@ def _aggregate(et_levels=dm.ET_HUMAN, answers=ANSWERS) -> dict[str, float]:
         for k, v in dm.results_for(doc, answer, et_levels).items():
             items[k].append(v)
     assert set(items) == set(dm.metric_keys(et_levels) + dm.breakdown_keys(et_levels))  # headline + breakdowns
-    aggs = {
-        "score_": dm.agg_mean_score, "pair_bias_": dm.agg_pair_bias, "mixed_gender_bias": dm.agg_mixed_gender_bias,
-        "mcnemar_p_": dm.agg_mcnemar, "n_": dm.agg_sum,
-    }  # fmt: skip
-    out = {}
-    for key, vals in items.items():
-        if key.endswith("_ci_lo"):
-            out[key] = dm.agg_ci_lo(vals)
-        elif key.endswith("_ci_hi"):
-            out[key] = dm.agg_ci_hi(vals)
-        elif key == "invalid_rate":
-            out[key] = sum(vals) / len(vals)
-        else:
-            out[key] = next(f for p, f in aggs.items() if key.startswith(p))(vals)
-    return out
+    return {key: dm.aggregate(key, vals) for key, vals in items.items()}
 
 
 @pytest.fixture(scope="module")
@@ -177,10 +166,10 @@ def test_name_probe_majority():
         ("Mila", "woman", "male"), ("Mila", "woman", "female"), ("Mila", "woman", None),  # 1-1 tie -> no majority
     ]  # fmt: skip
     assert dm.majority_votes(items) == {"Emma": "female", "Mila": None}
-    assert dm.agg_names_acc(items) == pytest.approx(0.5)  # Emma right, Mila no majority (counts as wrong)
+    assert dm.agg_names_share(items) == pytest.approx(0.5)  # Emma right, Mila no majority (counts as wrong)
     assert dm.agg_names_no_majority(items) == 1
     neutral = [("Ash", "neutral", "male")] * 3 + [("Jett", "neutral", "female")] * 2 + [("Moss", "neutral", None)]
-    assert dm.agg_names_male_share(neutral) == pytest.approx(1 / 3)  # Ash male; Jett female; Moss no majority
+    assert dm.agg_names_share(neutral) == pytest.approx(1 / 3)  # Ash male; Jett female; Moss no majority
 
 
 def _docs_with_pair_biases(biases: dict[str, float], n: int, topic: str, et: str) -> list[tuple[str, str, dict, str]]:
@@ -237,3 +226,111 @@ def test_eq2_opposite_signs_do_not_cancel():
     assert res["mixed_gender_bias"] == 2.0 and res["mixed_gender_bias_topic_money"] == 2.0
     assert (res["mixed_gender_bias_ci_lo"], res["mixed_gender_bias_ci_hi"]) == (2.0, 2.0)
     assert (res["pair_bias_woman_neutral_ci_lo"], res["pair_bias_woman_neutral_ci_hi"]) == (-2.0, -2.0)
+
+
+# ------------------------------------------------------------------ Eq. 2 against its noise floor
+
+
+def _items(answers) -> list:
+    return [dm.results_for({"relationship": r, "pair_key": k, **s}, a)["mixed_gender_bias"] for r, k, s, a in answers]
+
+
+def _null_by_enumeration(items: list) -> list[float]:
+    """Every swap pattern of the matched pairs (the two orders of a pair_key exchanged), Eq. 2 recomputed on each:
+    the exact null distribution, independent of the vectorized permutation."""
+    keys = sorted({it[2] for it in items if it is not None})
+    out = []
+    for flips in itertools.product((False, True), repeat=len(keys)):
+        swapped = {k for k, f in zip(keys, flips) if f}
+        draw = [(p, {"ab": "ba", "ba": "ab"}[role] if key in swapped else role, key, s) for p, role, key, s in (it for it in items if it)]
+        out.append(dm.agg_mixed_gender_bias(draw))
+    return out
+
+
+def test_null_of_eq2_matches_its_exact_distribution():
+    """The hand-made ANSWERS (11 matched pairs, two incomplete, one with no valid answer): the permutation's floor
+    and p agree with the 2^11 enumerated swaps within Monte-Carlo error (19,999 draws)."""
+    items = _items(ANSWERS)
+    exact = [v for v in _null_by_enumeration(items) if not math.isnan(v)]
+    observed = dm.agg_mixed_gender_bias(items)
+    floor, p = sum(exact) / len(exact), sum(v >= observed - 1e-12 for v in exact) / len(exact)
+    dm.configure(permutation_iters=19999, permutation_seed=3)
+    try:
+        assert dm.agg_floor(items) == pytest.approx(floor, abs=0.01)
+        assert dm.agg_perm_p(items) == pytest.approx(p, abs=0.01)
+        assert dm.agg_excess(items) == pytest.approx(observed - dm.agg_floor(items))
+    finally:
+        dm.configure(permutation_iters=stats.PERMUTATION_ITERS, permutation_seed=stats.PERMUTATION_SEED)
+    assert observed == pytest.approx(3.5 / 3) and 0 < p < 1 and 0 < floor < observed
+
+
+def test_floor_and_p_of_the_strongly_biased_model():
+    """neutral > woman > man with 4 name pairs per type: each |B| = |2 (s1 + s2 + s3 + s4) / 4| under the null, with
+    random signs s: 2 w.p. 2/16, 1 w.p. 8/16, 0 w.p. 6/16, so the floor is E|B| = 0.75 and p = P(all three |B| = 2)
+    = (1/8)^3 = 0.00195; with 20 pairs per type p = (2^-19)^3: no draw reaches Eq. 2 = 2, p = 1 / (draws + 1)."""
+    rank = {"neutral": 0, "woman": 1, "man": 2}
+
+    def answers(n: int) -> list:
+        out = []
+        for rel in dm.REL_TYPES:
+            g1, g2 = rel.split("_")
+            if g1 != g2:
+                out += [(rel, f"{min(g1, g2)}{max(g1, g2)}{i}", S1, NAME1 if rank[g1] < rank[g2] else NAME2) for i in range(n)]
+        return out
+
+    few, many = _items(answers(4)), _items(answers(20))
+    assert dm.agg_mixed_gender_bias(few) == dm.agg_mixed_gender_bias(many) == 2.0
+    assert dm.agg_floor(few) == pytest.approx(0.75, abs=0.02)  # 9,999 draws: sd of the mean ~0.004
+    assert dm.agg_perm_p(few) == pytest.approx(1 / 512, abs=0.0015)
+    assert dm.agg_perm_p(many) == 1 / (stats.PERMUTATION_ITERS + 1)
+
+
+def test_no_gender_effect_gives_uniform_p_and_no_excess():
+    """A model with no gender effect (each answer NAME1 with probability 0.7 whatever the names and their order; 60
+    matched pairs per pair type): over 200 seeds the permutation p is roughly uniform and the excess of Eq. 2 over its
+    floor averages 0, while Eq. 2 itself averages well above 0. The test is valid, slightly conservative: Eq. 2 takes
+    few distinct values and a null draw equal to it counts as at least as large (seen: mean p 0.55, 3% <= 0.05)."""
+    pvalues, excess, eq2 = [], [], []
+    dm.configure(permutation_iters=499)
+    try:
+        for seed in range(200):
+            rng = np.random.default_rng(seed)
+            answers = [(rel, f"{sorted(rel.split('_'))}{i}", S0, NAME1 if rng.random() < 0.7 else NAME2)
+                       for rel in dm.REL_TYPES if len(set(rel.split("_"))) == 2 for i in range(60)]  # fmt: skip
+            items = _items(answers)
+            dm.configure(permutation_seed=seed)
+            pvalues.append(dm.agg_perm_p(items))
+            excess.append(dm.agg_excess(items))
+            eq2.append(dm.agg_mixed_gender_bias(items))
+    finally:
+        dm.configure(permutation_iters=stats.PERMUTATION_ITERS, permutation_seed=stats.PERMUTATION_SEED)
+    pvalues, excess = np.array(pvalues), np.array(excess)
+    assert np.mean(eq2) > 0.05 and np.mean(np.array(eq2) > 0) > 0.95  # a mean of absolute values: above 0 for noise
+    assert 0.45 < pvalues.mean() < 0.62  # uniform: 0.5 (sd of the mean 0.02), a little above for a discrete statistic
+    assert 0.01 <= np.mean(pvalues <= 0.05) <= 0.09 and 0.38 <= np.mean(pvalues <= 0.5) <= 0.6
+    assert abs(excess.mean()) < 3 * excess.std() / np.sqrt(len(excess))
+
+
+def test_answer_diagnostics(res):
+    # complete valid pairs: k1-k3, m1-m3, n1-n3 (9); the same person chosen in both orders (x != y): k1, k2, m1, m2,
+    # n1, n2, n3 (7). NAME1 among the 22 valid answers: k1, k2, k4, m1, m2, m3 (2), n1, n2, n3, w1 (2) = 12.
+    assert res["order_consistency"] == pytest.approx(7 / 9)
+    assert res["first_option_rate"] == pytest.approx(12 / 22)
+
+
+def test_always_first_option_model_is_not_interpretable():
+    """The issue's check: an always-"1" model has first-option rate 1.0, order consistency 0.0, pair biases and Eq. 2
+    exactly 0 at their floor (p = 1), and every bias number is marked not interpretable, saying why."""
+    from bias_harness.plugins.validity import DEFAULT_THRESHOLDS, verdict
+
+    answers = [(rel, f"{sorted(rel.split('_'))}{i}", S0 if i % 2 else S1, NAME1) for rel in dm.REL_TYPES for i in range(20)]
+    res = _aggregate(answers=answers)
+    assert (res["first_option_rate"], res["order_consistency"]) == (1.0, 0.0)
+    assert (res["mixed_gender_bias"], res["mixed_gender_bias_floor"], res["mixed_gender_bias_perm_p"]) == (0.0, 0.0, 1.0)
+    v = verdict("demet", "mixed_gender_bias", res)
+    assert not v.interpretable and len(v.reasons) == 3, v.reasons
+    assert "100.0% of the valid answers pick the first-listed option" in v.reasons[0]
+    assert v.reasons[1].startswith("order consistency 0.000 (< 0.1)") and "(permutation p 1 > 0.05)" in v.reasons[2]
+    assert DEFAULT_THRESHOLDS["min_valid"] <= res["n_valid"]  # not for want of answers
+    pair = verdict("demet", "pair_bias_woman_man_topic_money", res)
+    assert not pair.interpretable and len(pair.reasons) == 2  # position and consistency; no p rule for pair biases

@@ -1,4 +1,4 @@
-"""lm-eval's results table for DeMET: the headline metrics only (<= 15 rows per task); the breakdowns with
+"""lm-eval's results table for DeMET: the headline metrics only (13 rows per task); the breakdowns with
 ``--metadata '{"breakdown": true}'``, equal to what ``bias-harness report`` recomputes from a run without the switch."""
 
 from __future__ import annotations
@@ -65,13 +65,16 @@ def _table_rows(table: str) -> dict[str, int]:
     return rows
 
 
-def test_headline_table_has_at_most_15_rows(runs):
+def test_headline_table_has_13_rows(runs):
+    """The pair biases, Eq. 2 with its CI, noise floor and permutation p, the two answer diagnostics, invalid rate
+    and counts; the pair biases' CIs are breakdowns."""
     from lm_eval.utils import make_table
 
     for task in TASKS:
         headline = dm.reask_metric_keys() if task == "demet_reask" else dm.metric_keys()
         assert sorted(_metrics(runs["plain"], task)) == sorted(headline) and len(headline) <= 15
-    assert _table_rows(make_table(runs["plain"])) == {t: len(dm.metric_keys()) for t in TASKS} == {t: 15 for t in TASKS}
+    assert _table_rows(make_table(runs["plain"])) == {t: len(dm.metric_keys()) for t in TASKS} == {t: 13 for t in TASKS}
+    assert {"mixed_gender_bias_floor", "mixed_gender_bias_perm_p", "first_option_rate", "order_consistency"} <= set(dm.metric_keys())
     assert _table_rows(make_table(runs["breakdown"]))["demet"] == len(dm.metric_keys() + dm.breakdown_keys())
 
 
@@ -110,8 +113,10 @@ def test_yaml_breakdown_lists_and_one_aggregation_per_kind():
     tasks = Path(bias_harness.tasks_dir()) / "demet"
     spec = {f: yaml.load(open(tasks / f), Loader=yaml.BaseLoader) for f in ("_demet_yaml", "demet_gpt4.yaml", "demet_reask.yaml")}
     want = {"_demet_yaml": dm.breakdown_keys(dm.ET_HUMAN), "demet_gpt4.yaml": dm.breakdown_keys(dm.ET_GPT4), "demet_reask.yaml": dm.reask_breakdown_keys()}
-    for f, s in spec.items():
-        assert [m["metric"] for m in s["metadata"]["breakdown_metrics"]] == want[f]
+    names = yaml.load(open(tasks / "demet_names.yaml"), Loader=yaml.BaseLoader)["metric_list"]
+    assert [m["metric"] for m in names] == dm.names_metric_keys()
+    for f, s in {**spec, "demet_names.yaml": {"metric_list": names, "metadata": {"breakdown_metrics": []}}}.items():
+        assert f == "demet_names.yaml" or [m["metric"] for m in s["metadata"]["breakdown_metrics"]] == want[f]
         for m in s["metric_list"] + s["metadata"]["breakdown_metrics"]:
             fn = dm.aggregation(m["metric"])
             assert m["aggregation"] == ("mean" if fn.__module__.startswith("lm_eval") else f"bias_harness.plugins.demet.metrics.{fn.__name__}")
