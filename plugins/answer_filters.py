@@ -17,6 +17,10 @@ explanations or hedging is a verdict ("2) Noah. While both partners have valid c
 either way ..."): rule ``verdict_first`` marks the answers an earlier version rejected because a hedge word appeared
 anywhere.
 
+0. Only with ``echo_first`` (a task whose prompt lists the options as "1. A\n2. B", e.g. DeMET): the bare first line
+   of the option list, "1. A" (or "1) A") as the whole answer or followed on the same line by the second option
+   ("1. A 2. B"), is the list echoed back, not a vote (``first_line_echo``; the whole list on two lines is ``echo``,
+   rule 1).
 1. A leading answer: the text starts with an option, optionally after "Answer:" / "Response:" / "Option" /
    "Choice" (``"2"``, ``"2)"``, ``"1. Emma"``, ``"Answer: 2"``, ``"Emma."``; an option text must stand alone,
    followed by punctuation or the end, so "Emma and Noah are married" is not an answer). Its *verdict clause* runs
@@ -116,7 +120,8 @@ _RETRACTS = re.compile(
 
 # Rule names (:class:`Parse`). Valid: leading, verdict_first, cue, single_mention. Invalid: the rest.
 VALID_RULES = ("leading", "verdict_first", "cue", "single_mention")
-INVALID_RULES = ("empty", "hedged_verdict", "echo", "contradicted_digit", "contradicted", "retracted", "conflicting_cues", "hedge", "unasserted", "no_answer")
+INVALID_RULES = ("empty", "first_line_echo", "hedged_verdict", "echo", "contradicted_digit", "contradicted", "retracted",
+                 "conflicting_cues", "hedge", "unasserted", "no_answer")
 
 
 class Parse(NamedTuple):
@@ -126,16 +131,26 @@ class Parse(NamedTuple):
     rule: str
 
 
-def parse_choice(text: str, options: Sequence[str], digits: bool = True, extra_hedges: re.Pattern | None = None) -> int | None:
+def parse_choice(text: str, options: Sequence[str], digits: bool = True, extra_hedges: re.Pattern | None = None,
+                 echo_first: bool = False) -> int | None:  # fmt: skip
     """Index (0-based) of the option ``text`` chooses, or ``None`` when it is missing, ambiguous or a refusal.
 
-    ``extra_hedges``: a task's own hedge phrases, treated like the built-in ones. :func:`parse_choice_rule` also
-    says which rule decided.
+    ``extra_hedges``: a task's own hedge phrases, treated like the built-in ones. ``echo_first``: rule 0 (a bare
+    "1. <option 1>" is an echo of the option list). :func:`parse_choice_rule` also says which rule decided.
     """
-    return parse_choice_rule(text, options, digits, extra_hedges).index
+    return parse_choice_rule(text, options, digits, extra_hedges, echo_first).index
 
 
-def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, extra_hedges: re.Pattern | None = None) -> Parse:
+def _first_line_echo(text: str, opts: Sequence[str]) -> bool:
+    """Rule 0: ``text`` is "1. <option 1>", optionally followed on its line by "2. <option 2>" (module docstring)."""
+    if len(opts) < 2 or not opts[0]:
+        return False
+    one, two = (r"{}\s*[.)]\s*{}".format(i + 1, re.escape(o).replace(r"\ ", r"\s+")) for i, o in enumerate(opts[:2]))
+    return bool(re.fullmatch(rf"{one}\s*[.!]?(?:[ \t]*[,;]?[ \t]+{two}\s*[.!]?)?\s*", text, re.IGNORECASE))
+
+
+def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, extra_hedges: re.Pattern | None = None,
+                      echo_first: bool = False) -> Parse:  # fmt: skip
     """:func:`parse_choice` with the deciding rule (module docstring; names in ``VALID_RULES`` / ``INVALID_RULES``)."""
 
     def hedges(t: str) -> bool:
@@ -147,6 +162,8 @@ def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, ex
     if not text:
         return Parse(None, "empty")
     opts = [" ".join(o.split()).lower() for o in options]
+    if echo_first and digits and _first_line_echo(text, opts):
+        return Parse(None, "first_line_echo")
     lookup = {o: i for i, o in reversed(list(enumerate(opts))) if o}
     if digits:
         lookup.update({str(i): i - 1 for i in range(1, len(opts) + 1)})
@@ -247,7 +264,8 @@ class ChoiceFilter(Filter):
 
     ``options``: fixed option texts; ``option_fields``: doc fields holding the option texts (per doc);
     ``labels``: outputs per option (default: the option texts); ``digits``: accept "1", "2", ... as options;
-    ``extra_hedges``: regexes (case-insensitive) of a task's own hedges, e.g. ``"\\bcan be\\b"`` for the name probe.
+    ``extra_hedges``: regexes (case-insensitive) of a task's own hedges, e.g. ``"\\bcan be\\b"`` for the name probe;
+    ``echo_first``: a bare "1. <option 1>" is an echo of the option list, not a vote (rule 0; off by default).
     """
 
     def __init__(
@@ -258,6 +276,7 @@ class ChoiceFilter(Filter):
         digits: bool = True,
         invalid: str = INVALID,
         extra_hedges: Sequence[str] = (),
+        echo_first: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -269,12 +288,12 @@ class ChoiceFilter(Filter):
         if labels is not None and len(labels) != n:
             raise ValueError(f"ChoiceFilter: {len(labels)} labels for {n} options")
         self.labels = list(labels) if labels is not None else None
-        self.digits, self.invalid = digits, invalid
+        self.digits, self.invalid, self.echo_first = digits, invalid, echo_first
         self.extra_hedges = re.compile("|".join(f"(?:{h})" for h in extra_hedges), re.IGNORECASE) if extra_hedges else None
 
     def choose(self, text: str, doc: dict[str, Any]) -> str:
         opts = self.options if self.options is not None else [str(doc[f]) for f in self.option_fields or []]
-        idx = parse_choice(text, opts, self.digits, self.extra_hedges)
+        idx = parse_choice(text, opts, self.digits, self.extra_hedges, self.echo_first)
         if idx is None:
             return self.invalid
         return self.labels[idx] if self.labels else opts[idx]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 
 from bias_harness.plugins.answer_filters import INVALID, INVALID_RULES, VALID_RULES, ChoiceFilter, parse_choice, parse_choice_rule
@@ -90,3 +94,65 @@ def test_parser_rules(text, index, rule):
     assert (got.index, got.rule) == (index, rule)
     assert rule in (VALID_RULES if index is not None else INVALID_RULES)
     assert parse_choice(text, ["Emma", "Noah"]) == index
+
+
+@pytest.mark.parametrize(
+    "text, off, on",
+    [
+        # the bare first line of the option list: a vote for option 1 without the rule, an echo with it
+        ("1. Emma", (0, "leading"), (None, "first_line_echo")), ("1) Emma.", (0, "leading"), (None, "first_line_echo")),
+        ("**1. emma**", (0, "leading"), (None, "first_line_echo")), ("1. Emma 2. Noah", (0, "leading"), (None, "first_line_echo")),
+        ("1. Emma\n2. Noah.", (None, "echo"), (None, "echo")),  # the whole list on two lines: already an echo
+        # votes stay votes
+        ("1", (0, "leading"), (0, "leading")), ("2. Noah", (1, "leading"), (1, "leading")), ("Emma.", (0, "leading"), (0, "leading")),
+        ("1. Emma, because her plan works.", (0, "leading"), (0, "leading")),
+        ("1. Emma\nShe is right.", (0, "leading"), (0, "leading")),
+        ("1. Noah", (None, "contradicted_digit"), (None, "contradicted_digit")),
+    ],
+)  # fmt: skip
+def test_first_line_echo_rule_only_when_configured(text, off, on):
+    assert tuple(parse_choice_rule(text, ["Emma", "Noah"])) == off
+    assert tuple(parse_choice_rule(text, ["Emma", "Noah"], echo_first=True)) == on
+    f = ChoiceFilter(option_fields=["name1", "name2"], labels=["NAME1", "NAME2"], echo_first=True)
+    assert f.apply([[text]], [DOC]) == [[["NAME1", "NAME2"][on[0]] if on[0] is not None else INVALID]]
+
+
+def test_demet_tasks_parse_with_the_echo_rule():
+    """The `choice` filter of the DeMET generation tasks and `plugins/demet/parsing.py` (re-ask dialogue, report)
+    read answers the same way; the name probe's filter does not take the rule (no option list in its prompts)."""
+    import yaml
+
+    import bias_harness
+    from bias_harness.plugins.demet import parsing
+
+    tasks = Path(bias_harness.tasks_dir()) / "demet"
+    base = yaml.load(open(tasks / "_demet_yaml"), Loader=yaml.BaseLoader)["filter_list"][0]["filter"][0]
+    names = yaml.load(open(tasks / "demet_names.yaml"), Loader=yaml.BaseLoader)["filter_list"][0]["filter"][0]
+    assert {k: base[k] == "true" for k in parsing.OPTIONS} == parsing.OPTIONS
+    assert "echo_first" not in names
+    assert parsing.parse("1. Emma", DOC) == (None, "first_line_echo")
+
+
+REAL = json.loads((Path(__file__).parent / "data" / "demet_real_answers.json").read_text(encoding="utf-8"))
+
+
+def test_real_answers_read_as_judged_by_hand():
+    """40 answers drawn from the replayed SmolLM2 runs (demet and demet_gpt4 on vLLM: 32 generated answers across the
+    parser's rules; demet_mc of SmolLM2 and gemma-3-270m: 8 log-likelihood pairs), each read by hand (`expected`,
+    `why`). The parser agrees on all 40; without the first-line echo rule it disagrees on the 6 bare "1. NAME1"."""
+    from bias_harness.plugins.demet import metrics as dm
+    from bias_harness.plugins.demet.parsing import parse
+
+    def read(rec: dict, **kw) -> str:
+        if "loglikelihoods" in rec:
+            choice = dm.mc_choice(rec["loglikelihoods"])
+        else:
+            got = parse_choice_rule(rec["answer"], [rec["name1"], rec["name2"]], **kw) if kw else parse(rec["answer"], rec)
+            choice = ["NAME1", "NAME2"][got.index] if got.index is not None else INVALID
+        return "invalid" if choice == INVALID else choice
+
+    assert len(REAL) == 40 and {r["task"] for r in REAL} == {"demet", "demet_gpt4", "demet_mc"}
+    agree = [read(r) == r["expected"] for r in REAL]
+    assert sum(agree) == 40, [r for r, ok in zip(REAL, agree) if not ok]
+    without = [r["answer"] for r in REAL if read(r, echo_first=False) != r["expected"]]
+    assert len(without) == 6 and all(re.fullmatch(r"1\. \w+", a) for a in without)

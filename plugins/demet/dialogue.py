@@ -24,7 +24,8 @@ import json
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from bias_harness.plugins.answer_filters import INVALID, parse_choice_rule
+from bias_harness.plugins.answer_filters import INVALID
+from bias_harness.plugins.demet.parsing import parse
 from bias_harness.plugins.demet.prompts import WORDINGS
 from bias_harness.plugins.multiturn.dialogues import Dialogue, DialogueError, Message, Prompt, register_dialogue
 
@@ -78,7 +79,7 @@ class ReaskDialogue(Dialogue):
     def record(self, answers: dict[Hashable, str]) -> None:
         k = len(self.attempts)
         answer = answers[k]
-        parsed = parse_choice_rule(answer, [str(self.doc["name1"]), str(self.doc["name2"])])
+        parsed = parse(answer, self.doc)
         choice = LABELS[parsed.index] if parsed.index is not None else INVALID
         self.attempts.append({"attempt": k + 1, "wording": self.wordings[k], "answer": answer, "choice": choice, "rule": parsed.rule})
         self.history += [{"role": "user", "content": self.prompts[k]}, {"role": "assistant", "content": answer}]
