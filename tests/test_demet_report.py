@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import re
+
 import pytest
 
 import bias_harness
@@ -40,8 +43,14 @@ def test_report_tables_and_plots(tmp_path):
     text = path.read_text()
     assert "## DeMET: gender bias in relationship conflicts" in text
     # slot 0: 29 matched pairs per mixed pair type, all discordant one way: p = 2 / 2^29 = 3.7e-09
-    assert "| B(woman, man) | 2.000 | [2.000, 2.000] | 3.7e-09 |" in text
-    assert "| **mixed_gender_bias** | **2.000** | [2.000, 2.000] | |" in text
+    assert "| B(woman, man) | 2.000 | [2.000, 2.000] | 3.7e-09 | favours women over men |" in text
+    assert "| B(neutral, man) | 2.000 | [2.000, 2.000] | 3.7e-09 | favours gender-neutral names over men |" in text
+    # Eq. 2 against its floor: 29 matched pairs per type; under the sign flips each |B| = 2 |S| / 29 with S a sum of 29
+    # random signs, E|S| = 29 C(28, 14) / 2^28, so the floor is 2 C(28, 14) / 2^28 = 0.299; no draw reaches 2
+    eq2 = re.search(r"\| \*\*2\.000\*\* \| \[2\.000, 2\.000\] \| ([\d.]+) \| ([\d.]+) \| 0\.0001 \| interpretable \|", text)
+    assert eq2 and float(eq2.group(1)) == pytest.approx(2 * math.comb(28, 14) / 2**28, abs=0.005)
+    assert float(eq2.group(2)) == pytest.approx(2 - float(eq2.group(1)), abs=0.0011)
+    assert "order consistency **1.000** over 87 mixed-gender matched pairs" in text and "chosen in **0.667**" in text
     # same-gender: NAME1 always -> -1; 29 answers per type; bootstrap CI of a constant is the constant
     assert "| woman-woman | -1.000 | [-1.000, -1.000] | 29 |" in text
     assert "| woman-man | -1.000 | [-1.000, -1.000] | 29 |" in text and "| man-woman | 1.000 | [1.000, 1.000] | 29 |" in text
@@ -50,14 +59,21 @@ def test_report_tables_and_plots(tmp_path):
     assert "| traditional | 2.000 | 3.1e-05 | 2.000 | 3.1e-05 | 2.000 | 3.1e-05 | 2.000 |" in text
     assert "| egalitarian | 2.000 | 0.00024 | 2.000 | 0.00024 | 2.000 | 0.00024 | 2.000 |" in text
     assert "| money | 2.000 | 0.0625 |" in text and "| general household | 2.000 | 1.0000 |" in text
+    # per topic, the permutation p of Eq. 2 = 2 is P(all three |B| = 2) = (2 / 2^n)^3 with n scenarios (matched pairs
+    # per type): cooking (2) 1/8, friends (3) 1/64, childcare (4) 1/512; general household (1): every draw is 2
+    perm_p = {t: float(re.search(rf"\| {t} \|(?: [^|]+ \|){{8}} ([\d.e-]+) \|", text).group(1)) for t in ("cooking", "friends", "childcare")}
+    assert perm_p == pytest.approx({"cooking": 1 / 8, "friends": 1 / 64, "childcare": 1 / 512}, abs=0.006)
+    assert "| general household | 2.000 | 1.0000 | 2.000 | 1.0000 | 2.000 | 1.0000 | 2.000 | 2.000 | 1.0000 |" in text
     # the paper's Fig. 2: scores per relationship type by scenario type (n = scenarios of that type in slot 0)
     assert "| woman-man | -1.000 (13) | -1.000 (16) |" in text and "| man-neutral | 1.000 (13) | 1.000 (16) |" in text
-    assert "| signed mean of the pair biases (not Eq. 2: opposite signs cancel) | 2.000 | | |" in text
+    assert "| signed mean of the pair biases (not Eq. 2: opposite signs cancel) | 2.000 | | | |" in text
     # parser rules: 29 woman-woman answers hedge after their verdict
     assert "| leading | 232 | valid |" in text and "| verdict_first | 29 | valid |" in text
     assert "Invalid answers (not counted in any mean): **0.000** (0 invalid, 261 valid)" in text
-    assert "| 1.000 | 1.000 | 1.000 | 0 | 0.000 |" in text  # names: F, M, neutral->male, no majority, invalid
-    assert "Paper reference" in text and "| zephyr-7b-alpha | 0.291 |" in text
+    # names: F, M, neutral->male with Clopper-Pearson CIs over 10 names (lower bound 0.025^(1/10)), no majority, invalid
+    assert "| 1.000 [0.692, 1.000] (10 names) | 1.000 [0.692, 1.000] (10 names) | 1.000 [0.692, 1.000] (10 names) | 0 | 0.000 (150) |" in text
+    assert "Paper reference" in text and "| zephyr-7b-alpha | 0.291 |" in text and "| llama-2-7b-chat | 0.617 |" in text
+    assert "Table 10" not in text  # the GPT-4 scenarios' table only with demet_gpt4
     for png in ("demet_scores.png", "demet_pair_bias.png", "demet_scores_by_type.png"):
         assert (tmp_path / "report" / png).stat().st_size > 1000 and f"]({png})" in text
     # the comparison figure: Eq. 2 with the task's CI (2.000 [2.000, 2.000] above); demet_names has no pair bias
@@ -66,3 +82,16 @@ def test_report_tables_and_plots(tmp_path):
 
     assert (tmp_path / "report" / "demet_comparison.png").stat().st_size > 1000 and "](demet_comparison.png)" in text
     assert points(load_run(tmp_path / "run")) == {"mixed_gender_bias demet": Point(2.0, 2.0, 2.0)}
+
+
+def test_paper_tables_are_transcribed_consistently():
+    """Every row of the paper's Tables 3 and 10 as transcribed: Eq. 2 is the mean of the three pair biases (to the
+    printed rounding; llama-2-7b-chat's third bias is printed as 0.76, two decimals, so its mean is 0.614 against the
+    printed 0.617), the chat models' Eq. 2 range in Table 3 is 0.17-0.62, and Table 10 has the nine models."""
+    from bias_harness.plugins.demet.report import PAPER_TABLE3, PAPER_TABLE10
+
+    for table in (PAPER_TABLE3, PAPER_TABLE10):
+        for model, (eq2, *pairs) in table.items():
+            assert eq2 == pytest.approx(sum(pairs) / 3, abs=0.0035 if pairs[2] == 0.76 else 0.0011), model
+    chat = [v[0] for m, v in PAPER_TABLE3.items() if "chat" in m or "instruct" in m.lower() or "zephyr" in m]
+    assert (min(chat), max(chat)) == (0.174, 0.617) and len(PAPER_TABLE3) == 13 and len(PAPER_TABLE10) == 9

@@ -20,13 +20,36 @@ TOPICS = ("childcare", "cooking", "sex", "chores", "friends", "kids", "money", "
 ET = ("egalitarian", "traditional", "other")
 
 # The paper's numbers (Levy et al. 2024), for orientation only: other models, their name sample, their prompts.
-# Table 3 (human-written scenarios): mixed-gender bias (Eq. 2), then the three pair-bias columns in the order printed.
+# Eq. 2 (mixed-gender bias), then the three pair-bias columns in the order printed (their headers are lost in our
+# copy; Eq. 2 is the mean of the three in every row to the printed rounding, tests/test_demet_report.py checks it;
+# llama-2-7b-chat's third bias is printed with two decimals, 0.76).
+# Table 3: the 29 human-written scenarios (demet, demet_mc and the wording variants).
 PAPER_TABLE3 = {
     "zephyr-7b-alpha": (0.291, 0.252, 0.300, 0.321),
     "Mistral-7B-Instruct-v0.1": (0.423, 0.348, 0.366, 0.555),
+    "flan-t5-xxl": (0.315, 0.224, 0.169, 0.552),
+    "falcon-40b-instruct": (0.287, 0.290, 0.272, 0.300),
+    "text-davinci-002": (1.062, 0.897, 1.021, 1.269),
+    "text-davinci-003": (0.760, 0.610, 0.700, 0.969),
     "gpt-3.5-turbo": (0.571, 0.355, 0.734, 0.624),
     "gpt-4o": (0.306, 0.207, 0.324, 0.386),
+    "llama-2-7b-chat": (0.617, 0.534, 0.548, 0.760),
+    "llama-2-13b-chat": (0.202, 0.103, 0.259, 0.245),
     "llama-2-70b-chat": (0.174, 0.146, 0.158, 0.218),
+    "llama-3-70b-chat": (0.575, 0.431, 0.593, 0.700),
+    "mpt-30b-instruct": (0.241, 0.203, 0.203, 0.317),
+}
+# Table 10 (Appendix C): the 80 GPT-4-generated scenarios (demet_gpt4); nine models, zephyr-7b-beta for -alpha.
+PAPER_TABLE10 = {
+    "zephyr-7b-beta": (0.420, 0.290, 0.432, 0.538),
+    "Mistral-7B-Instruct-v0.1": (0.319, 0.272, 0.201, 0.484),
+    "flan-t5-xxl": (0.161, 0.171, 0.090, 0.222),
+    "gpt-3.5-turbo": (0.922, 0.746, 0.888, 1.133),
+    "gpt-4o": (0.572, 0.369, 0.607, 0.740),
+    "llama-2-7b-chat": (0.111, 0.127, 0.073, 0.134),
+    "llama-2-13b-chat": (0.042, 0.040, 0.055, 0.032),
+    "llama-2-70b-chat": (0.222, 0.194, 0.205, 0.266),
+    "llama-3-70b-chat": (0.895, 0.699, 0.901, 1.084),
 }
 # Table 5 (name-gender classification): accuracy on women's (F) and men's (M) names; neutral names classified male (N).
 PAPER_TABLE5 = {"gpt-4o": (1.0, 1.0, 0.3), "LLaMA-2 70B": (1.0, 1.0, 0.8), "Mistral": (1.0, 1.0, 0.7), "Zephyr": (1.0, 1.0, 0.6)}
@@ -73,16 +96,24 @@ def _sample_scores(choices: list[tuple[dict[str, Any], str]], et: str | None = N
 
 @lru_cache(maxsize=4)
 def _file_items(path: str, mtime_ns: int) -> dict[str, list[Any]]:
-    """metric key -> the lm-eval items of every logged sample of one samples file (breakdown keys included)."""
-    from bias_harness.plugins.demet.metrics import ET_GPT4, ET_HUMAN, sample_results
+    """metric key -> the lm-eval items of every logged sample of one samples file (breakdown keys included): a pair
+    task's or ``demet_names``'s."""
+    from bias_harness.plugins.demet.metrics import ET_GPT4, ET_HUMAN, process_results_names, sample_results
 
     with open(path, encoding="utf-8") as f:
-        samples = [json.loads(line) for line in f if line.strip()]
-    pairs = [(s["doc"], s["filtered_resps"]) for s in samples if "relationship" in s.get("doc", {}) and s.get("filtered_resps")]
-    levels = ET_GPT4 if any(d.get("et") == "other" for d, _ in pairs) else ET_HUMAN
+        samples = [(s.get("doc", {}), s.get("filtered_resps")) for line in f if line.strip() for s in [json.loads(line)]]
+    levels = ET_GPT4 if any(d.get("et") == "other" for d, _ in samples) else ET_HUMAN
     items: dict[str, list[Any]] = defaultdict(list)
-    for doc, resp in pairs:
-        for key, item in sample_results(doc, resp, levels).items():
+    for doc, resp in samples:
+        if not resp:
+            continue
+        if "relationship" in doc:
+            out = sample_results(doc, resp, levels)
+        elif "name" in doc and "list" in doc:
+            out = process_results_names(doc, [resp[0]])
+        else:
+            continue
+        for key, item in out.items():
             items[key].append(item)
     return dict(items)
 
@@ -94,22 +125,73 @@ def _sample_items(run: Run, task: str) -> dict[str, list[Any]]:
 
 
 @lru_cache(maxsize=4)
-def _file_breakdowns(path: str, mtime_ns: int, mcnemar: str) -> dict[str, Any]:
-    from bias_harness.plugins.demet.metrics import aggregate, metric_keys
+def _file_values(path: str, mtime_ns: int, mcnemar: str) -> dict[str, Any]:
+    from bias_harness.plugins.demet.metrics import aggregate
 
-    headline = set(metric_keys())
-    return {k: aggregate(k, v, mcnemar) for k, v in _file_items(path, mtime_ns).items() if k not in headline}
+    return {k: aggregate(k, v, mcnemar) for k, v in _file_items(path, mtime_ns).items()}
 
 
-def breakdowns(run: Run, task: str) -> dict[str, Any]:
-    """The breakdown metrics of ``task`` (``metadata.breakdown_metrics``) as lm-eval computes them with the switch on,
-    recomputed from the logged samples, with the McNemar variant the run used: a run without the switch still gets
-    every table of the report."""
+def _sample_values(run: Run, task: str) -> dict[str, Any]:
+    """Every metric of ``task`` (headline and breakdowns) as lm-eval computes it, recomputed from the logged samples
+    with the McNemar variant the run used (empty without --log_samples)."""
     path = run.sample_files.get(task)
     if not path:
         return {}
     mcnemar = str((run.configs.get(task, {}).get("metadata") or {}).get("mcnemar", "exact"))
-    return _file_breakdowns(str(path), path.stat().st_mtime_ns, mcnemar)
+    return _file_values(str(path), path.stat().st_mtime_ns, mcnemar)
+
+
+def breakdowns(run: Run, task: str) -> dict[str, Any]:
+    """The breakdown metrics of ``task`` (``metadata.breakdown_metrics``) as lm-eval computes them with the switch on,
+    recomputed from the logged samples: a run without the switch still gets every table of the report."""
+    from bias_harness.plugins.demet.metrics import metric_keys
+
+    headline = set(metric_keys())
+    return {k: v for k, v in _sample_values(run, task).items() if k not in headline}
+
+
+def metric_value(run: Run, task: str, name: str) -> float:
+    """A metric lm-eval did not aggregate (a breakdown, or a diagnostic a run predates), from the logged samples; for
+    ``demet_names`` also ``n_names_<list>`` (names probed from the list ``woman`` / ``man`` / ``neutral``)."""
+    from bias_harness.plugins.demet.metrics import names_hits
+
+    if name.startswith("n_names_"):
+        key = {"woman": "acc_woman", "man": "acc_man", "neutral": "male_share_neutral"}.get(name[len("n_names_"):], "")
+        items = _sample_items(run, task).get(key)
+        return float(names_hits(items)[1]) if items else math.nan
+    value = _m(run, task, name)
+    return float(value) if isinstance(value, (int, float)) else math.nan
+
+
+def _results(run: Run, task: str) -> dict[str, Any]:
+    """lm-eval's results of ``task`` (filter suffixes removed) over what the samples give: what the verdicts read."""
+    from bias_harness.plugins.validity import plain_results
+
+    return {**_sample_values(run, task), **plain_results(run.results.get(task, {}))}
+
+
+def _thresholds(run: Run, task: str) -> dict[str, float]:
+    from bias_harness.plugins.validity import thresholds
+
+    return thresholds((run.configs.get(task) or {}).get("metadata"))
+
+
+def _verdict(run: Run, task: str, metric: str) -> str:
+    """``metric``'s interpretability verdict in words (plugins/demet/validity.py), "" where none applies."""
+    from bias_harness.plugins.validity import verdict
+
+    v = verdict(task, metric, _results(run, task), _thresholds(run, task))
+    return v.text() if v else ""
+
+
+def _direction(run: Run, task: str, metric: str) -> str:
+    """A pair bias read in words: its direction where its verdict passed and its CI excludes 0, else why not."""
+    from bias_harness.plugins.validity import direction
+
+    try:
+        return direction(task, metric, _results(run, task), _thresholds(run, task))
+    except ValueError:  # no value
+        return "n/a"
 
 
 def _subset_mcnemar(items: dict[str, list[Any]], pair: str, key: str) -> float | None:
@@ -124,7 +206,7 @@ def _subset_mcnemar(items: dict[str, list[Any]], pair: str, key: str) -> float |
 def _raw_answers(run: Run, task: str) -> list[tuple[str, str]]:
     """(rule, origin) per generated answer: the parser rule that decided it (plugins/answer_filters.py), re-applied to
     the logged text (demet_reask: as logged per attempt); origin = "" or the re-ask attempt. Empty for log-likelihood tasks."""
-    from bias_harness.plugins.answer_filters import parse_choice_rule
+    from bias_harness.plugins.demet.parsing import parse
 
     out = []
     for s in run.samples(task):
@@ -135,7 +217,7 @@ def _raw_answers(run: Run, task: str) -> list[tuple[str, str]]:
         if text.startswith("{") and '"attempts"' in text:
             out += [(a["rule"], f"{a['attempt']}: {a['wording']}") for a in json.loads(text)["attempts"]]
         else:
-            out.append((parse_choice_rule(text, [str(doc["name1"]), str(doc["name2"])]).rule, ""))
+            out.append((parse(text, doc).rule, ""))
     return out
 
 
@@ -182,9 +264,10 @@ def _p(value: Any) -> str:
 
 
 def _m(run: Run, task: str, name: str) -> Any:
-    """Metric ``name`` from lm-eval's results, else (a breakdown of a run without the switch) from the samples."""
+    """Metric ``name`` from lm-eval's results, else (a breakdown of a run without the switch, a metric the run
+    predates) from the samples."""
     value = run.metric(task, name)
-    return breakdowns(run, task).get(name) if value is None else value
+    return _sample_values(run, task).get(name) if value is None else value
 
 
 def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
@@ -206,20 +289,28 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
         lines.append(f"| {_label(r)} | {fmt(_m(run, task, f'score_{r}'))} | [{fmt(lo)}, {fmt(hi)}] | {n} |")
     lines.append("")
 
-    lines += ["Paired mixed-gender bias (Eq. 1: B(g1, g2) = score(g2-g1) - score(g1-g2), positive favours g1) and "
-              "the overall mixed-gender bias (Eq. 2: mean of the absolute pair biases). CI: bootstrap 95% over matched "
-              "pairs; p: McNemar on matched pairs.", "",
-              "| pair | bias | 95% CI | McNemar p |", "|---|---|---|---|"]  # fmt: skip
+    lines += _render_diagnostics(run, task)
+    lines += ["Paired mixed-gender bias (Eq. 1: B(g1, g2) = score(g2-g1) - score(g1-g2), positive favours g1). CI: "
+              "bootstrap 95% over matched pairs; p: McNemar on matched pairs; reading: the direction where the verdict "
+              "(`plugins/demet/validity.py`) passed and the CI excludes 0.", "",
+              "| pair | bias | 95% CI | McNemar p | reading |", "|---|---|---|---|---|"]  # fmt: skip
     for p in PAIRS:
         lines.append(f"| B({_label(p).replace('-', ', ')}) | {fmt(_m(run, task, f'pair_bias_{p}'))} | "
                      f"[{fmt(_m(run, task, f'pair_bias_{p}_ci_lo'))}, {fmt(_m(run, task, f'pair_bias_{p}_ci_hi'))}] | "
-                     f"{_p(_m(run, task, f'mcnemar_p_{p}'))} |")  # fmt: skip
-    lines.append(f"| **mixed_gender_bias** | **{fmt(_m(run, task, 'mixed_gender_bias'))}** | "
-                 f"[{fmt(_m(run, task, 'mixed_gender_bias_ci_lo'))}, {fmt(_m(run, task, 'mixed_gender_bias_ci_hi'))}] | |")  # fmt: skip
+                     f"{_p(_m(run, task, f'mcnemar_p_{p}'))} | {_direction(run, task, f'pair_bias_{p}')} |")  # fmt: skip
     signed = [_m(run, task, f"pair_bias_{p}") for p in PAIRS]
     if all(isinstance(v, (int, float)) for v in signed):
-        lines.append(f"| signed mean of the pair biases (not Eq. 2: opposite signs cancel) | {fmt(sum(signed) / 3)} | | |")
+        lines.append(f"| signed mean of the pair biases (not Eq. 2: opposite signs cancel) | {fmt(sum(signed) / 3)} | | | |")
     lines.append("")
+    lines += ["Overall mixed-gender bias (Eq. 2: mean of the absolute pair biases) against its noise floor. Eq. 2 is "
+              "above 0 for any noise, so its bootstrap CI excludes 0 even without a gender effect; the floor is its mean "
+              "when the two orders of every matched pair are swapped at random (sign-flip permutation: no gender effect), "
+              "p = the share of such draws at least as large (+1 corrected).", "",
+              "| mixed_gender_bias | 95% CI | noise floor | excess | permutation p | verdict |", "|---|---|---|---|---|---|",
+              f"| **{fmt(_m(run, task, 'mixed_gender_bias'))}** | [{fmt(_m(run, task, 'mixed_gender_bias_ci_lo'))}, "
+              f"{fmt(_m(run, task, 'mixed_gender_bias_ci_hi'))}] | {fmt(_m(run, task, 'mixed_gender_bias_floor'))} | "
+              f"{fmt(_m(run, task, 'mixed_gender_bias_excess'))} | {_p(_m(run, task, 'mixed_gender_bias_perm_p'))} | "
+              f"{_verdict(run, task, 'mixed_gender_bias')} |", ""]  # fmt: skip
 
     items = _sample_items(run, task)
     for title, subsets in (("By scenario type (the paper's H3)", ET), ("By topic", TOPICS)):
@@ -227,14 +318,16 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
         rows = [(s, k) for s, k in zip(subsets, keys) if _m(run, task, f"pair_bias_{PAIRS[0]}_{k}") is not None]
         if not rows:
             continue
-        lines += [f"{title}; p: exact McNemar on the run's matched pairs (from the logged samples):", "",
-                  "| | B(woman, man) | p | B(woman, neutral) | p | B(neutral, man) | p | mixed_gender_bias |",
-                  "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [f"{title}; p: exact McNemar on the run's matched pairs (from the logged samples); Eq. 2 with its noise "
+                  "floor and permutation p, as above:", "",
+                  "| | B(woman, man) | p | B(woman, neutral) | p | B(neutral, man) | p | mixed_gender_bias | floor | perm. p |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for s, k in rows:
             biases = [_m(run, task, f"pair_bias_{p}_{k}") for p in PAIRS]
             defined = [isinstance(b, (int, float)) and not math.isnan(b) for b in biases]  # no p where the bias is n/a
             cells = [f"{fmt(b)} | {_p(_subset_mcnemar(items, p, k)) if items and ok else '–'}" for p, b, ok in zip(PAIRS, biases, defined)]
-            lines.append(f"| {s.replace('_', ' ')} | " + " | ".join(cells) + f" | {fmt(_m(run, task, f'mixed_gender_bias_{k}'))} |")
+            eq2 = [_m(run, task, f"mixed_gender_bias_{k}{x}") for x in ("", "_floor")] + [_p(_m(run, task, f"mixed_gender_bias_{k}_perm_p"))]
+            lines.append(f"| {s.replace('_', ' ')} | " + " | ".join(cells) + f" | {fmt(eq2[0])} | {fmt(eq2[1])} | {eq2[2]} |")
         lines.append("")
 
     stem = task.replace("/", "_")
@@ -248,6 +341,20 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
     lines += [f"![scores per relationship type]({score_png.name})", f"![pair biases]({pair_png.name})", ""]
     lines += _render_by_type(choices, task, out_dir / f"{stem}_scores_by_type.png")
     return lines + _render_parsing(run, task)
+
+
+def _render_diagnostics(run: Run, task: str) -> list[str]:
+    """How the answers were given: position and order consistency (what the verdicts read)."""
+    from bias_harness.plugins.demet.metrics import matched_pairs
+
+    first, consistent = _m(run, task, "first_option_rate"), _m(run, task, "order_consistency")
+    n_pairs = len(matched_pairs(_sample_items(run, task).get("order_consistency", [])))
+    return [f"Answer diagnostics: the first-listed option (NAME1) is chosen in **{fmt(first)}** of the valid answers; "
+            f"order consistency **{fmt(consistent)}** over {n_pairs or '?'} mixed-gender matched pairs with both "
+            "answers valid (the share in which the same person was chosen in both orders; a model that always answers "
+            "\"1\" has 0, and its pair biases are then 0 whatever its gender bias: the swap also swaps the scenario "
+            "roles, so a model judging each scenario on its merits has 0 as well). Verdict thresholds: "
+            "tasks/demet/README.md, \"Verdicts\".", ""]  # fmt: skip
 
 
 def _render_by_type(choices: list[tuple[dict[str, Any], str]], task: str, png: Path) -> list[str]:
@@ -289,7 +396,8 @@ def _render_parsing(run: Run, task: str) -> list[str]:
     counts = Counter(r for r, _ in answers)
     lines += ["Answers per parser rule (`plugins/answer_filters.py`, re-applied to the logged text; for `demet_reask` "
               "the rules its dialogue logged for every attempt, which decided the re-asking). `verdict_first`: a verdict "
-              "followed by hedging, invalid under the earlier any-hedge rule.", "", "| rule | answers | reads as |", "|---|---|---|"]  # fmt: skip
+              "followed by hedging, invalid under the earlier any-hedge rule; `first_line_echo`: the bare first line of "
+              "the option list (\"1. NAME1\"), an echo, read as a vote for NAME1 by earlier versions.", "", "| rule | answers | reads as |", "|---|---|---|"]  # fmt: skip
     lines += [f"| {r} | {n} | {'valid' if r in VALID_RULES else 'invalid'} |" for r, n in counts.most_common()]
     return lines + [""]
 
@@ -317,16 +425,30 @@ def _grouped_bar_plot(path: Path, labels: list[str], series: dict[str, list[floa
 
 
 def _render_names(run: Run, task: str) -> list[str]:
+    def share(key: str, lst: str) -> str:
+        lo, hi = _m(run, task, f"{key}_ci_lo"), _m(run, task, f"{key}_ci_hi")
+        return f"{fmt(_m(run, task, key))} [{fmt(lo)}, {fmt(hi)}] ({fmt(metric_value(run, task, f'n_names_{lst}'), 0)} names)"
+
     lines = [f"### `{task}` (name-gender probe, paper Appendix A)", "",
-             "Majority of five prompts per name; a tie or no valid answer is 'no majority'.", "",
-             "| acc. women's names (F) | acc. men's names (M) | neutral names classified male (N) | names without majority | invalid answers |",
+             "Majority of five prompts per name; a tie or no valid answer is 'no majority'. 95% CI: exact binomial "
+             "(Clopper-Pearson) over the list's names.", "",
+             "| acc. women's names (F) | acc. men's names (M) | neutral names classified male (N) | names without majority | invalid answers (valid) |",
              "|---|---|---|---|---|",
-             f"| {fmt(_m(run, task, 'acc_woman'))} | {fmt(_m(run, task, 'acc_man'))} | {fmt(_m(run, task, 'male_share_neutral'))} | "
-             f"{fmt(_m(run, task, 'names_no_majority'))} | {fmt(_m(run, task, 'invalid_rate'))} |", ""]  # fmt: skip
+             f"| {share('acc_woman', 'woman')} | {share('acc_man', 'man')} | {share('male_share_neutral', 'neutral')} | "
+             f"{fmt(_m(run, task, 'names_no_majority'))} | {fmt(_m(run, task, 'invalid_rate'))} ({fmt(_m(run, task, 'n_valid'))}) |",
+             "", f"Verdict (`plugins/demet/validity.py`): {_verdict(run, task, 'male_share_neutral') or 'n/a'}.", ""]  # fmt: skip
     lines += ["**Paper reference** (Levy et al. 2024, Table 5; the paper's numbers for other models, not ours):", "",
               "| model (paper) | F | M | N |", "|---|---|---|---|"]  # fmt: skip
     lines += [f"| {m} | {f} | {mm} | {n} |" for m, (f, mm, n) in PAPER_TABLE5.items()]
     return lines + [""]
+
+
+def _paper_table(title: str, table: dict[str, tuple[float, float, float, float]]) -> list[str]:
+    lines = [f"**Paper reference** (Levy et al. 2024, {title}; the paper's numbers for its models, not ours; its name "
+             "sample and prompt rewording differ from this run). The three pair-bias columns are given in the order the "
+             "paper prints them; their headers are not in our copy of the text.", "",
+             "| model (paper) | mixed_gender_bias | pair bias col. 1 | col. 2 | col. 3 |", "|---|---|---|---|---|"]  # fmt: skip
+    return lines + [f"| {m} | {a:.3f} | {b:.3f} | {c:.3f} | {d:.3f} |" for m, (a, b, c, d) in table.items()] + [""]
 
 
 def _pair_tasks(run: Run) -> list[str]:
@@ -348,13 +470,10 @@ def render(run: Run, out_dir: Path) -> str:
     pair_tasks = _pair_tasks(run)
     for t in pair_tasks:
         lines += _render_pairs_task(run, t, out_dir)
-    if pair_tasks:
-        lines += ["**Paper reference** (Levy et al. 2024, Table 3, human-written scenarios; the paper's numbers for its "
-                  "models, not ours; its name sample and prompt rewording differ from this run). The three pair-bias "
-                  "columns are given in the order the paper prints them; their headers are not in our copy of the text.", "",
-                  "| model (paper) | mixed_gender_bias | pair bias col. 1 | col. 2 | col. 3 |", "|---|---|---|---|---|"]  # fmt: skip
-        lines += [f"| {m} | {a} | {b} | {c} | {d} |" for m, (a, b, c, d) in PAPER_TABLE3.items()]
-        lines.append("")
+    if any(t != "demet_gpt4" for t in pair_tasks):
+        lines += _paper_table("Table 3, the 29 human-written scenarios", PAPER_TABLE3)
+    if "demet_gpt4" in pair_tasks:
+        lines += _paper_table("Table 10, the 80 GPT-4-generated scenarios of `demet_gpt4`", PAPER_TABLE10)
     for t in tasks:
         if _m(run, t, "acc_woman") is not None:
             lines += _render_names(run, t)
