@@ -76,12 +76,15 @@ def test_report_tables_and_plots(tmp_path):
     assert "Table 10" not in text  # the GPT-4 scenarios' table only with demet_gpt4
     for png in ("demet_scores.png", "demet_pair_bias.png", "demet_scores_by_type.png"):
         assert (tmp_path / "report" / png).stat().st_size > 1000 and f"]({png})" in text
-    # the comparison figure: Eq. 2 with the task's CI (2.000 [2.000, 2.000] above); demet_names has no pair bias
+    # the comparison figure: Eq. 2 with the task's CI (2.000 [2.000, 2.000] above) and its noise floor; demet_names has
+    # no pair bias
     from bias_harness.report import Point, load_run
     from bias_harness.plugins.demet.report import points
 
     assert (tmp_path / "report" / "demet_comparison.png").stat().st_size > 1000 and "](demet_comparison.png)" in text
-    assert points(load_run(tmp_path / "run")) == {"mixed_gender_bias demet": Point(2.0, 2.0, 2.0)}
+    pts = points(load_run(tmp_path / "run"))
+    assert list(pts) == ["mixed_gender_bias demet", "noise floor demet"] and pts["mixed_gender_bias demet"] == Point(2.0, 2.0, 2.0)
+    assert pts["noise floor demet"].value == pytest.approx(float(eq2.group(1)), abs=5e-4)  # as in the table
 
 
 def test_paper_tables_are_transcribed_consistently():

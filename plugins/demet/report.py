@@ -456,8 +456,14 @@ def _pair_tasks(run: Run) -> list[str]:
 
 
 def points(run: Run) -> dict[str, Point]:
-    """Mixed-gender bias (Eq. 2) with its 95% CI per pair task (``mixed_gender_bias <task>``), for the comparison figure."""
-    return {f"mixed_gender_bias {t}": metric_point(run, t, "mixed_gender_bias") for t in _pair_tasks(run)}
+    """Mixed-gender bias (Eq. 2) with its 95% CI per pair task (``mixed_gender_bias <task>``), and under it its noise
+    floor (``noise floor <task>``: Eq. 2 is above 0 for any noise), for the comparison figure."""
+    out = {}
+    for t in _pair_tasks(run):
+        out[f"mixed_gender_bias {t}"] = metric_point(run, t, "mixed_gender_bias")
+        floor = _m(run, t, "mixed_gender_bias_floor")
+        out[f"noise floor {t}"] = Point(float(floor) if isinstance(floor, (int, float)) else math.nan)
+    return out
 
 
 POINT_REFS = lambda metric: 0.0  # noqa: E731  (no gender preference)
