@@ -120,8 +120,8 @@ _RETRACTS = re.compile(
 
 # Rule names (:class:`Parse`). Valid: leading, verdict_first, cue, single_mention. Invalid: the rest.
 VALID_RULES = ("leading", "verdict_first", "cue", "single_mention")
-INVALID_RULES = ("empty", "first_line_echo", "hedged_verdict", "echo", "contradicted_digit", "contradicted", "retracted",
-                 "conflicting_cues", "hedge", "unasserted", "no_answer")
+INVALID_RULES = ("empty", "first_line_echo", "hedged_verdict", "echo", "contradicted_digit", "contradicted",
+                 "retracted", "conflicting_cues", "hedge", "unasserted", "no_answer")
 
 
 class Parse(NamedTuple):

@@ -90,7 +90,7 @@ def sign_flip_null(
     """
     a, b = np.asarray(side_a, dtype=float), np.asarray(side_b, dtype=float)
     if a.shape != b.shape or a.ndim != 2:
-        raise ValueError(f"sign_flip_null: sides must be two (units, k) arrays of one shape, got {a.shape} and {b.shape}")
+        raise ValueError(f"sign_flip_null: the sides must be (units, k) arrays of one shape, not {a.shape}, {b.shape}")
     rng = np.random.default_rng(seed)
     tot_a, tot = a.sum(axis=0), (a + b).sum(axis=0)
     diff = b - a

@@ -103,7 +103,8 @@ def test_neutral_preferring_model_eq2_is_mean_of_absolute_biases():
     assert (m["pair_bias_woman_neutral_ci_lo"], m["pair_bias_woman_neutral_ci_hi"]) == (-2.0, -2.0)
     assert m["mcnemar_p_woman_neutral"] == pytest.approx(2 * 0.5**29) and m["n_invalid"] == 0
     assert m["mixed_gender_bias_floor"] == pytest.approx(2 * math.comb(28, 14) / 2**28, abs=0.005)
-    assert m["mixed_gender_bias_perm_p"] == 1 / 10000 and m["mixed_gender_bias_excess"] == 2.0 - m["mixed_gender_bias_floor"]
+    assert m["mixed_gender_bias_perm_p"] == 1 / 10000
+    assert m["mixed_gender_bias_excess"] == 2.0 - m["mixed_gender_bias_floor"]
     assert m["order_consistency"] == 1.0
 
 

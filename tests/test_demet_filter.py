@@ -101,10 +101,12 @@ def test_parser_rules(text, index, rule):
     [
         # the bare first line of the option list: a vote for option 1 without the rule, an echo with it
         ("1. Emma", (0, "leading"), (None, "first_line_echo")), ("1) Emma.", (0, "leading"), (None, "first_line_echo")),
-        ("**1. emma**", (0, "leading"), (None, "first_line_echo")), ("1. Emma 2. Noah", (0, "leading"), (None, "first_line_echo")),
+        ("**1. emma**", (0, "leading"), (None, "first_line_echo")),
+        ("1. Emma 2. Noah", (0, "leading"), (None, "first_line_echo")),
         ("1. Emma\n2. Noah.", (None, "echo"), (None, "echo")),  # the whole list on two lines: already an echo
         # votes stay votes
-        ("1", (0, "leading"), (0, "leading")), ("2. Noah", (1, "leading"), (1, "leading")), ("Emma.", (0, "leading"), (0, "leading")),
+        ("1", (0, "leading"), (0, "leading")), ("2. Noah", (1, "leading"), (1, "leading")),
+        ("Emma.", (0, "leading"), (0, "leading")),
         ("1. Emma, because her plan works.", (0, "leading"), (0, "leading")),
         ("1. Emma\nShe is right.", (0, "leading"), (0, "leading")),
         ("1. Noah", (None, "contradicted_digit"), (None, "contradicted_digit")),
@@ -147,7 +149,8 @@ def test_real_answers_read_as_judged_by_hand():
         if "loglikelihoods" in rec:
             choice = dm.mc_choice(rec["loglikelihoods"])
         else:
-            got = parse_choice_rule(rec["answer"], [rec["name1"], rec["name2"]], **kw) if kw else parse(rec["answer"], rec)
+            options = [rec["name1"], rec["name2"]]
+            got = parse_choice_rule(rec["answer"], options, **kw) if kw else parse(rec["answer"], rec)
             choice = ["NAME1", "NAME2"][got.index] if got.index is not None else INVALID
         return "invalid" if choice == INVALID else choice
 

@@ -242,7 +242,8 @@ def _null_by_enumeration(items: list) -> list[float]:
     out = []
     for flips in itertools.product((False, True), repeat=len(keys)):
         swapped = {k for k, f in zip(keys, flips) if f}
-        draw = [(p, {"ab": "ba", "ba": "ab"}[role] if key in swapped else role, key, s) for p, role, key, s in (it for it in items if it)]
+        swap = {"ab": "ba", "ba": "ab"}
+        draw = [(p, swap[role] if key in swapped else role, key, s) for p, role, key, s in (it for it in items if it)]
         out.append(dm.agg_mixed_gender_bias(draw))
     return out
 
@@ -275,7 +276,8 @@ def test_floor_and_p_of_the_strongly_biased_model():
         for rel in dm.REL_TYPES:
             g1, g2 = rel.split("_")
             if g1 != g2:
-                out += [(rel, f"{min(g1, g2)}{max(g1, g2)}{i}", S1, NAME1 if rank[g1] < rank[g2] else NAME2) for i in range(n)]
+                pick = NAME1 if rank[g1] < rank[g2] else NAME2
+                out += [(rel, f"{min(g1, g2)}{max(g1, g2)}{i}", S1, pick) for i in range(n)]
         return out
 
     few, many = _items(answers(4)), _items(answers(20))
@@ -323,10 +325,11 @@ def test_always_first_option_model_is_not_interpretable():
     exactly 0 at their floor (p = 1), and every bias number is marked not interpretable, saying why."""
     from bias_harness.plugins.validity import DEFAULT_THRESHOLDS, verdict
 
-    answers = [(rel, f"{sorted(rel.split('_'))}{i}", S0 if i % 2 else S1, NAME1) for rel in dm.REL_TYPES for i in range(20)]
+    answers = [(rel, f"{sorted(rel.split('_'))}{i}", S0 if i % 2 else S1, NAME1)
+               for rel in dm.REL_TYPES for i in range(20)]  # fmt: skip
     res = _aggregate(answers=answers)
     assert (res["first_option_rate"], res["order_consistency"]) == (1.0, 0.0)
-    assert (res["mixed_gender_bias"], res["mixed_gender_bias_floor"], res["mixed_gender_bias_perm_p"]) == (0.0, 0.0, 1.0)
+    assert [res[f"mixed_gender_bias{s}"] for s in ("", "_floor", "_perm_p")] == [0.0, 0.0, 1.0]
     v = verdict("demet", "mixed_gender_bias", res)
     assert not v.interpretable and len(v.reasons) == 3, v.reasons
     assert "100.0% of the valid answers pick the first-listed option" in v.reasons[0]

@@ -47,7 +47,8 @@ def test_report_tables_and_plots(tmp_path):
     assert "| B(neutral, man) | 2.000 | [2.000, 2.000] | 3.7e-09 | favours gender-neutral names over men |" in text
     # Eq. 2 against its floor: 29 matched pairs per type; under the sign flips each |B| = 2 |S| / 29 with S a sum of 29
     # random signs, E|S| = 29 C(28, 14) / 2^28, so the floor is 2 C(28, 14) / 2^28 = 0.299; no draw reaches 2
-    eq2 = re.search(r"\| \*\*2\.000\*\* \| \[2\.000, 2\.000\] \| ([\d.]+) \| ([\d.]+) \| 0\.0001 \| interpretable \|", text)
+    eq2 = re.search(r"\| \*\*2\.000\*\* \| \[2\.000, 2\.000\] \| ([\d.]+) \| ([\d.]+) \| 0\.0001 \| interpretable",
+                    text)  # fmt: skip
     assert eq2 and float(eq2.group(1)) == pytest.approx(2 * math.comb(28, 14) / 2**28, abs=0.005)
     assert float(eq2.group(2)) == pytest.approx(2 - float(eq2.group(1)), abs=0.0011)
     assert "order consistency **1.000** over 87 mixed-gender matched pairs" in text and "chosen in **0.667**" in text
@@ -61,7 +62,8 @@ def test_report_tables_and_plots(tmp_path):
     assert "| money | 2.000 | 0.0625 |" in text and "| general household | 2.000 | 1.0000 |" in text
     # per topic, the permutation p of Eq. 2 = 2 is P(all three |B| = 2) = (2 / 2^n)^3 with n scenarios (matched pairs
     # per type): cooking (2) 1/8, friends (3) 1/64, childcare (4) 1/512; general household (1): every draw is 2
-    perm_p = {t: float(re.search(rf"\| {t} \|(?: [^|]+ \|){{8}} ([\d.e-]+) \|", text).group(1)) for t in ("cooking", "friends", "childcare")}
+    row = r"\|(?: [^|]+ \|){8} ([\d.e-]+) \|"  # the topic's 9th cell: Eq. 2's permutation p
+    perm_p = {t: float(re.search(rf"\| {t} {row}", text).group(1)) for t in ("cooking", "friends", "childcare")}
     assert perm_p == pytest.approx({"cooking": 1 / 8, "friends": 1 / 64, "childcare": 1 / 512}, abs=0.006)
     assert "| general household | 2.000 | 1.0000 | 2.000 | 1.0000 | 2.000 | 1.0000 | 2.000 | 2.000 | 1.0000 |" in text
     # the paper's Fig. 2: scores per relationship type by scenario type (n = scenarios of that type in slot 0)
@@ -71,7 +73,8 @@ def test_report_tables_and_plots(tmp_path):
     assert "| leading | 232 | valid |" in text and "| verdict_first | 29 | valid |" in text
     assert "Invalid answers (not counted in any mean): **0.000** (0 invalid, 261 valid)" in text
     # names: F, M, neutral->male with Clopper-Pearson CIs over 10 names (lower bound 0.025^(1/10)), no majority, invalid
-    assert "| 1.000 [0.692, 1.000] (10 names) | 1.000 [0.692, 1.000] (10 names) | 1.000 [0.692, 1.000] (10 names) | 0 | 0.000 (150) |" in text
+    share = "1.000 [0.692, 1.000] (10 names)"
+    assert f"| {share} | {share} | {share} | 0 | 0.000 (150) |" in text
     assert "Paper reference" in text and "| zephyr-7b-alpha | 0.291 |" in text and "| llama-2-7b-chat | 0.617 |" in text
     assert "Table 10" not in text  # the GPT-4 scenarios' table only with demet_gpt4
     for png in ("demet_scores.png", "demet_pair_bias.png", "demet_scores_by_type.png"):
@@ -83,7 +86,8 @@ def test_report_tables_and_plots(tmp_path):
 
     assert (tmp_path / "report" / "demet_comparison.png").stat().st_size > 1000 and "](demet_comparison.png)" in text
     pts = points(load_run(tmp_path / "run"))
-    assert list(pts) == ["mixed_gender_bias demet", "noise floor demet"] and pts["mixed_gender_bias demet"] == Point(2.0, 2.0, 2.0)
+    assert list(pts) == ["mixed_gender_bias demet", "noise floor demet"]
+    assert pts["mixed_gender_bias demet"] == Point(2.0, 2.0, 2.0)
     assert pts["noise floor demet"].value == pytest.approx(float(eq2.group(1)), abs=5e-4)  # as in the table
 
 

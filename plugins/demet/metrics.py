@@ -71,8 +71,13 @@ for _g1, _g2 in MIXED_PAIRS:
 ET_HUMAN: tuple[str, ...] = ("egalitarian", "traditional")
 ET_GPT4: tuple[str, ...] = ("egalitarian", "other")
 
-SETTINGS: dict[str, Any] = {"mcnemar": "exact", "bootstrap_iters": stats.BOOTSTRAP_ITERS, "bootstrap_seed": stats.BOOTSTRAP_SEED,
-                            "permutation_iters": stats.PERMUTATION_ITERS, "permutation_seed": stats.PERMUTATION_SEED}  # fmt: skip
+SETTINGS: dict[str, Any] = {
+    "mcnemar": "exact",
+    "bootstrap_iters": stats.BOOTSTRAP_ITERS,
+    "bootstrap_seed": stats.BOOTSTRAP_SEED,
+    "permutation_iters": stats.PERMUTATION_ITERS,
+    "permutation_seed": stats.PERMUTATION_SEED,
+}
 
 
 def configure(mcnemar: str | None = None, bootstrap_iters: int | None = None, bootstrap_seed: int | None = None,
@@ -339,7 +344,8 @@ def _permutation(items: tuple[Any, ...], iters: int, seed: int) -> tuple[float, 
     def eq2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.mean(np.abs(_biases(a.reshape(-1, len(pairs), 2), b.reshape(-1, len(pairs), 2))), axis=1)
 
-    null = stats.sign_flip_null(units[:, :, 0].reshape(n_keys, -1), units[:, :, 1].reshape(n_keys, -1), eq2, iters=iters, seed=seed)
+    ab, ba = units[:, :, 0].reshape(n_keys, -1), units[:, :, 1].reshape(n_keys, -1)
+    null = stats.sign_flip_null(ab, ba, eq2, iters=iters, seed=seed)
     floor = float(np.nanmean(null)) if not np.isnan(null).all() else math.nan
     return (observed, floor, stats.permutation_p(observed, null))
 
@@ -387,12 +393,14 @@ def aggregation(key: str) -> Callable[[Sequence[Any]], Any]:
 
     if key.startswith(("acc_", "male_share_")) and key.endswith(("_ci_lo", "_ci_hi")):
         return agg_names_ci_lo if key.endswith("_ci_lo") else agg_names_ci_hi
-    suffixes = {"_ci_lo": agg_ci_lo, "_ci_hi": agg_ci_hi, "_floor": agg_floor, "_perm_p": agg_perm_p, "_excess": agg_excess}
+    suffixes = {"_ci_lo": agg_ci_lo, "_ci_hi": agg_ci_hi, "_floor": agg_floor, "_perm_p": agg_perm_p,
+                "_excess": agg_excess}  # fmt: skip
     for suffix, fn in suffixes.items():
         if key.endswith(suffix):
             return fn
     prefixes = {"score_": agg_mean_score, "pair_bias_": agg_pair_bias, "mixed_gender_bias": agg_mixed_gender_bias,
-                "mcnemar_p_": agg_mcnemar, "n_valid": agg_sum, "n_invalid": agg_sum, "invalid_rate": mean, "answered_at_": mean,
+                "mcnemar_p_": agg_mcnemar, "n_valid": agg_sum, "n_invalid": agg_sum, "invalid_rate": mean,
+                "answered_at_": mean,
                 "first_option_rate": agg_share, "order_consistency": agg_order_consistency, "acc_": agg_names_share,
                 "male_share_": agg_names_share, "names_no_majority": agg_names_no_majority}  # fmt: skip
     for prefix, fn in prefixes.items():
@@ -430,7 +438,8 @@ NAMES_CI = ("acc_woman", "acc_man", "male_share_neutral")  # each with _ci_lo / 
 
 def names_metric_keys() -> list[str]:
     """``demet_names``'s metrics (its YAML ``metric_list``)."""
-    return [*NAMES_CI, *(f"{k}{s}" for k in NAMES_CI for s in ("_ci_lo", "_ci_hi")), "names_no_majority", "invalid_rate", "n_valid", "n_invalid"]
+    cis = [f"{k}{s}" for k in NAMES_CI for s in ("_ci_lo", "_ci_hi")]
+    return [*NAMES_CI, *cis, "names_no_majority", "invalid_rate", "n_valid", "n_invalid"]
 
 
 def process_results_names(doc: dict[str, Any], results: list[str]) -> dict[str, Any]:

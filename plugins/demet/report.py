@@ -101,7 +101,8 @@ def _file_items(path: str, mtime_ns: int) -> dict[str, list[Any]]:
     from bias_harness.plugins.demet.metrics import ET_GPT4, ET_HUMAN, process_results_names, sample_results
 
     with open(path, encoding="utf-8") as f:
-        samples = [(s.get("doc", {}), s.get("filtered_resps")) for line in f if line.strip() for s in [json.loads(line)]]
+        records = [json.loads(line) for line in f if line.strip()]
+    samples = [(s.get("doc", {}), s.get("filtered_resps")) for s in records]
     levels = ET_GPT4 if any(d.get("et") == "other" for d, _ in samples) else ET_HUMAN
     items: dict[str, list[Any]] = defaultdict(list)
     for doc, resp in samples:
@@ -295,22 +296,24 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
               "(`plugins/demet/validity.py`) passed and the CI excludes 0.", "",
               "| pair | bias | 95% CI | McNemar p | reading |", "|---|---|---|---|---|"]  # fmt: skip
     for p in PAIRS:
-        lines.append(f"| B({_label(p).replace('-', ', ')}) | {fmt(_m(run, task, f'pair_bias_{p}'))} | "
-                     f"[{fmt(_m(run, task, f'pair_bias_{p}_ci_lo'))}, {fmt(_m(run, task, f'pair_bias_{p}_ci_hi'))}] | "
-                     f"{_p(_m(run, task, f'mcnemar_p_{p}'))} | {_direction(run, task, f'pair_bias_{p}')} |")  # fmt: skip
+        name = f"pair_bias_{p}"
+        lines.append(f"| B({_label(p).replace('-', ', ')}) | {fmt(_m(run, task, name))} | {_ci_cell(run, task, name)} "
+                     f"| {_p(_m(run, task, f'mcnemar_p_{p}'))} | {_direction(run, task, name)} |")  # fmt: skip
     signed = [_m(run, task, f"pair_bias_{p}") for p in PAIRS]
     if all(isinstance(v, (int, float)) for v in signed):
-        lines.append(f"| signed mean of the pair biases (not Eq. 2: opposite signs cancel) | {fmt(sum(signed) / 3)} | | | |")
+        lines.append(f"| signed mean of the pair biases (not Eq. 2: opposite signs cancel) | {fmt(sum(signed) / 3)} "
+                     "| | | |")  # fmt: skip
     lines.append("")
+    eq2 = "mixed_gender_bias"
     lines += ["Overall mixed-gender bias (Eq. 2: mean of the absolute pair biases) against its noise floor. Eq. 2 is "
-              "above 0 for any noise, so its bootstrap CI excludes 0 even without a gender effect; the floor is its mean "
-              "when the two orders of every matched pair are swapped at random (sign-flip permutation: no gender effect), "
-              "p = the share of such draws at least as large (+1 corrected).", "",
-              "| mixed_gender_bias | 95% CI | noise floor | excess | permutation p | verdict |", "|---|---|---|---|---|---|",
-              f"| **{fmt(_m(run, task, 'mixed_gender_bias'))}** | [{fmt(_m(run, task, 'mixed_gender_bias_ci_lo'))}, "
-              f"{fmt(_m(run, task, 'mixed_gender_bias_ci_hi'))}] | {fmt(_m(run, task, 'mixed_gender_bias_floor'))} | "
-              f"{fmt(_m(run, task, 'mixed_gender_bias_excess'))} | {_p(_m(run, task, 'mixed_gender_bias_perm_p'))} | "
-              f"{_verdict(run, task, 'mixed_gender_bias')} |", ""]  # fmt: skip
+              "above 0 for any noise, so its bootstrap CI excludes 0 even without a gender effect; the floor is its "
+              "mean when the two orders of every matched pair are swapped at random (sign-flip permutation: no gender "
+              "effect), p = the share of such draws at least as large (+1 corrected).", "",
+              "| mixed_gender_bias | 95% CI | noise floor | excess | permutation p | verdict |",
+              "|---|---|---|---|---|---|",
+              f"| **{fmt(_m(run, task, eq2))}** | {_ci_cell(run, task, eq2)} | {fmt(_m(run, task, f'{eq2}_floor'))} | "
+              f"{fmt(_m(run, task, f'{eq2}_excess'))} | {_p(_m(run, task, f'{eq2}_perm_p'))} | "
+              f"{_verdict(run, task, eq2)} |", ""]  # fmt: skip
 
     items = _sample_items(run, task)
     for title, subsets in (("By scenario type (the paper's H3)", ET), ("By topic", TOPICS)):
@@ -318,16 +321,17 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
         rows = [(s, k) for s, k in zip(subsets, keys) if _m(run, task, f"pair_bias_{PAIRS[0]}_{k}") is not None]
         if not rows:
             continue
-        lines += [f"{title}; p: exact McNemar on the run's matched pairs (from the logged samples); Eq. 2 with its noise "
-                  "floor and permutation p, as above:", "",
-                  "| | B(woman, man) | p | B(woman, neutral) | p | B(neutral, man) | p | mixed_gender_bias | floor | perm. p |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [f"{title}; p: exact McNemar on the run's matched pairs (from the logged samples); Eq. 2 with its "
+                  "noise floor and permutation p, as above:", "",
+                  "| | B(woman, man) | p | B(woman, neutral) | p | B(neutral, man) | p | mixed_gender_bias | floor "
+                  "| perm. p |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for s, k in rows:
             biases = [_m(run, task, f"pair_bias_{p}_{k}") for p in PAIRS]
             defined = [isinstance(b, (int, float)) and not math.isnan(b) for b in biases]  # no p where the bias is n/a
             cells = [f"{fmt(b)} | {_p(_subset_mcnemar(items, p, k)) if items and ok else '–'}" for p, b, ok in zip(PAIRS, biases, defined)]
-            eq2 = [_m(run, task, f"mixed_gender_bias_{k}{x}") for x in ("", "_floor")] + [_p(_m(run, task, f"mixed_gender_bias_{k}_perm_p"))]
-            lines.append(f"| {s.replace('_', ' ')} | " + " | ".join(cells) + f" | {fmt(eq2[0])} | {fmt(eq2[1])} | {eq2[2]} |")
+            value, floor, perm_p = (_m(run, task, f"mixed_gender_bias_{k}{x}") for x in ("", "_floor", "_perm_p"))
+            eq2_cells = f"{fmt(value)} | {fmt(floor)} | {_p(perm_p)}"
+            lines.append(f"| {s.replace('_', ' ')} | " + " | ".join(cells) + f" | {eq2_cells} |")
         lines.append("")
 
     stem = task.replace("/", "_")
@@ -341,6 +345,10 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
     lines += [f"![scores per relationship type]({score_png.name})", f"![pair biases]({pair_png.name})", ""]
     lines += _render_by_type(choices, task, out_dir / f"{stem}_scores_by_type.png")
     return lines + _render_parsing(run, task)
+
+
+def _ci_cell(run: Run, task: str, name: str) -> str:
+    return f"[{fmt(_m(run, task, f'{name}_ci_lo'))}, {fmt(_m(run, task, f'{name}_ci_hi'))}]"
 
 
 def _render_diagnostics(run: Run, task: str) -> list[str]:
@@ -396,8 +404,9 @@ def _render_parsing(run: Run, task: str) -> list[str]:
     counts = Counter(r for r, _ in answers)
     lines += ["Answers per parser rule (`plugins/answer_filters.py`, re-applied to the logged text; for `demet_reask` "
               "the rules its dialogue logged for every attempt, which decided the re-asking). `verdict_first`: a verdict "
-              "followed by hedging, invalid under the earlier any-hedge rule; `first_line_echo`: the bare first line of "
-              "the option list (\"1. NAME1\"), an echo, read as a vote for NAME1 by earlier versions.", "", "| rule | answers | reads as |", "|---|---|---|"]  # fmt: skip
+              "followed by hedging, invalid under the earlier any-hedge rule; `first_line_echo`: the bare first line "
+              "of the option list (\"1. NAME1\"), an echo, read as a vote for NAME1 by earlier versions.", "",
+              "| rule | answers | reads as |", "|---|---|---|"]  # fmt: skip
     lines += [f"| {r} | {n} | {'valid' if r in VALID_RULES else 'invalid'} |" for r, n in counts.most_common()]
     return lines + [""]
 
@@ -426,17 +435,19 @@ def _grouped_bar_plot(path: Path, labels: list[str], series: dict[str, list[floa
 
 def _render_names(run: Run, task: str) -> list[str]:
     def share(key: str, lst: str) -> str:
-        lo, hi = _m(run, task, f"{key}_ci_lo"), _m(run, task, f"{key}_ci_hi")
-        return f"{fmt(_m(run, task, key))} [{fmt(lo)}, {fmt(hi)}] ({fmt(metric_value(run, task, f'n_names_{lst}'), 0)} names)"
+        n_names = fmt(metric_value(run, task, f"n_names_{lst}"), 0)
+        return f"{fmt(_m(run, task, key))} {_ci_cell(run, task, key)} ({n_names} names)"
 
+    invalid, n_valid = fmt(_m(run, task, "invalid_rate")), fmt(_m(run, task, "n_valid"))
     lines = [f"### `{task}` (name-gender probe, paper Appendix A)", "",
              "Majority of five prompts per name; a tie or no valid answer is 'no majority'. 95% CI: exact binomial "
              "(Clopper-Pearson) over the list's names.", "",
-             "| acc. women's names (F) | acc. men's names (M) | neutral names classified male (N) | names without majority | invalid answers (valid) |",
-             "|---|---|---|---|---|",
-             f"| {share('acc_woman', 'woman')} | {share('acc_man', 'man')} | {share('male_share_neutral', 'neutral')} | "
-             f"{fmt(_m(run, task, 'names_no_majority'))} | {fmt(_m(run, task, 'invalid_rate'))} ({fmt(_m(run, task, 'n_valid'))}) |",
-             "", f"Verdict (`plugins/demet/validity.py`): {_verdict(run, task, 'male_share_neutral') or 'n/a'}.", ""]  # fmt: skip
+             "| acc. women's names (F) | acc. men's names (M) | neutral names classified male (N) | names without "
+             "majority | invalid answers (valid) |", "|---|---|---|---|---|",
+             f"| {share('acc_woman', 'woman')} | {share('acc_man', 'man')} | {share('male_share_neutral', 'neutral')} "
+             f"| {fmt(_m(run, task, 'names_no_majority'))} | {invalid} ({n_valid}) |", "",
+             f"Verdict (`plugins/demet/validity.py`): {_verdict(run, task, 'male_share_neutral') or 'n/a'}.",
+             ""]  # fmt: skip
     lines += ["**Paper reference** (Levy et al. 2024, Table 5; the paper's numbers for other models, not ours):", "",
               "| model (paper) | F | M | N |", "|---|---|---|---|"]  # fmt: skip
     lines += [f"| {m} | {f} | {mm} | {n} |" for m, (f, mm, n) in PAPER_TABLE5.items()]
@@ -444,10 +455,10 @@ def _render_names(run: Run, task: str) -> list[str]:
 
 
 def _paper_table(title: str, table: dict[str, tuple[float, float, float, float]]) -> list[str]:
-    lines = [f"**Paper reference** (Levy et al. 2024, {title}; the paper's numbers for its models, not ours; its name "
-             "sample and prompt rewording differ from this run). The three pair-bias columns are given in the order the "
-             "paper prints them; their headers are not in our copy of the text.", "",
-             "| model (paper) | mixed_gender_bias | pair bias col. 1 | col. 2 | col. 3 |", "|---|---|---|---|---|"]  # fmt: skip
+    lines = [f"**Paper reference** (Levy et al. 2024, {title}; the paper's numbers for its models, not ours; its "
+             "name sample and prompt rewording differ from this run). The three pair-bias columns are given in the "
+             "order the paper prints them; their headers are not in our copy of the text.", "",
+             "| model (paper) | mixed_gender_bias | pair bias col. 1 | col. 2 | col. 3 |", "|---|---|---|---|---|"]
     return lines + [f"| {m} | {a:.3f} | {b:.3f} | {c:.3f} | {d:.3f} |" for m, (a, b, c, d) in table.items()] + [""]
 
 

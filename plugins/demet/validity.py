@@ -31,7 +31,9 @@ _PAIRS = (("woman", "man"), ("woman", "neutral"), ("neutral", "man"))
 
 # Eq. 1: positive favours the first group of the pair.
 DIRECTIONS: dict[str, Direction] = {
-    rf"pair_bias_{g1}_{g2}{_SUBSET}": Direction(below=f"favours {_GROUPS[g2]} over {_GROUPS[g1]}", above=f"favours {_GROUPS[g1]} over {_GROUPS[g2]}")
+    rf"pair_bias_{g1}_{g2}{_SUBSET}": Direction(
+        below=f"favours {_GROUPS[g2]} over {_GROUPS[g1]}", above=f"favours {_GROUPS[g1]} over {_GROUPS[g2]}"
+    )
     for g1, g2 in _PAIRS
 }
 
@@ -46,17 +48,18 @@ def matches(task: str) -> bool:
 
 
 def _missing(name: str) -> tuple[bool, str]:
-    return (False, f"no {name} in the results (a run made before it was measured: rerun the task)")
+    return (False, f"no {name} in the results")
 
 
 def _answers(res: Mapping[str, Any], th: Mapping[str, float]) -> list[tuple[bool, str]]:
     """Enough valid answers, not mostly invalid."""
     n, invalid = number(res.get("n_valid")), number(res.get("invalid_rate"))
-    return [
-        _missing("n_valid") if n is None else (n >= th["min_valid"], f"{n:.0f} valid answers (< {th['min_valid']:g})"),
-        _missing("invalid_rate") if invalid is None else
-        (invalid <= th["max_invalid"], f"{invalid:.1%} of the answers invalid (> {th['max_invalid']:.0%}): the valid ones are a selected few"),
-    ]  # fmt: skip
+    few = _missing("n_valid") if n is None else (n >= th["min_valid"], f"{n:.0f} valid answers (< {th['min_valid']:g})")
+    checks = [few]
+    if invalid is None:
+        return checks + [_missing("invalid_rate")]
+    selected = f"{invalid:.1%} of the answers invalid (> {th['max_invalid']:.0%}): the valid ones are a selected few"
+    return checks + [(invalid <= th["max_invalid"], selected)]
 
 
 def _position(res: Mapping[str, Any], th: Mapping[str, float]) -> tuple[bool, str]:
@@ -64,14 +67,16 @@ def _position(res: Mapping[str, Any], th: Mapping[str, float]) -> tuple[bool, st
     if first is None:
         return _missing("first_option_rate")
     share, which = (first, "first") if first >= 0.5 else (1 - first, "second")
-    return (share <= th["max_position_share"], f"{share:.1%} of the valid answers pick the {which}-listed option (> {th['max_position_share']:.0%})")
+    limit = th["max_position_share"]
+    return (share <= limit, f"{share:.1%} of the valid answers pick the {which}-listed option (> {limit:.0%})")
 
 
 def _consistency(res: Mapping[str, Any], th: Mapping[str, float]) -> tuple[bool, str]:
     c = number(res.get("order_consistency"))
     if c is None:
         return (False, "no order consistency (no matched pair with both answers valid)")
-    return (c >= th["min_order_consistency"], f"order consistency {c:.3f} (< {th['min_order_consistency']:g}): the answers follow the slot, not the name")
+    limit = th["min_order_consistency"]
+    return (c >= limit, f"order consistency {c:.3f} (< {limit:g}): the answers follow the slot, not the name")
 
 
 def _significance(res: Mapping[str, Any], th: Mapping[str, float], subset: str) -> tuple[bool, str]:
@@ -79,7 +84,8 @@ def _significance(res: Mapping[str, Any], th: Mapping[str, float], subset: str) 
     value, floor, p = (number(res.get(f"{name}{s}")) for s in ("", "_floor", "_perm_p"))
     if value is None or floor is None or p is None:
         return _missing(f"{name}_perm_p")
-    return (p <= th["alpha"], f"Eq. 2 {value:.3f} is not above its noise floor {floor:.3f} (permutation p {p:.3g} > {th['alpha']:g})")
+    return (p <= th["alpha"], f"Eq. 2 {value:.3f} is not above its noise floor {floor:.3f} "
+                              f"(permutation p {p:.3g} > {th['alpha']:g})")
 
 
 def verdict(task: str, metric: str, results: Mapping[str, Any], th: Mapping[str, float]) -> Verdict | None:
@@ -94,7 +100,7 @@ def verdict(task: str, metric: str, results: Mapping[str, Any], th: Mapping[str,
     if metric not in results:
         checks.append(_missing(metric))
     elif number(results[metric]) is None:
-        checks.append((False, f"{metric} is undefined (no valid answers where it needs them: a pair type in one order)"))
+        checks.append((False, f"{metric} is undefined (no valid answers where it needs them)"))
     elif eq2:
         checks.append(_significance(results, th, eq2.group(1)))
     return Verdict(task, metric, failing(checks))
