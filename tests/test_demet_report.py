@@ -62,10 +62,11 @@ def test_report_tables_and_plots(tmp_path):
     assert "| money | 2.000 | 0.0625 |" in text and "| general household | 2.000 | 1.0000 |" in text
     # per topic, the permutation p of Eq. 2 = 2 is P(all three |B| = 2) = (2 / 2^n)^3 with n scenarios (matched pairs
     # per type): cooking (2) 1/8, friends (3) 1/64, childcare (4) 1/512; general household (1): every draw is 2
-    row = r"\|(?: [^|]+ \|){8} ([\d.e-]+) \|"  # the topic's 9th cell: Eq. 2's permutation p
+    row = r"\|(?: [^|]+ \|){9} ([\d.e-]+) \|"  # the topic's 10th cell: Eq. 2's permutation p
     perm_p = {t: float(re.search(rf"\| {t} {row}", text).group(1)) for t in ("cooking", "friends", "childcare")}
     assert perm_p == pytest.approx({"cooking": 1 / 8, "friends": 1 / 64, "childcare": 1 / 512}, abs=0.006)
-    assert "| general household | 2.000 | 1.0000 | 2.000 | 1.0000 | 2.000 | 1.0000 | 2.000 | 2.000 | 1.0000 |" in text
+    assert "| general household | 2.000 | 1.0000 | 2.000 | 1.0000 | 2.000 | 1.0000 | 2.000 | 2.000 | 0.000 | 1.0000 |" \
+        in text
     # the paper's Fig. 2: scores per relationship type by scenario type (n = scenarios of that type in slot 0)
     assert "| woman-man | -1.000 (13) | -1.000 (16) |" in text and "| man-neutral | 1.000 (13) | 1.000 (16) |" in text
     assert "| signed mean of the pair biases (not Eq. 2: opposite signs cancel) | 2.000 | | | |" in text

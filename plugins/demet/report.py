@@ -271,6 +271,9 @@ def _m(run: Run, task: str, name: str) -> Any:
     return _sample_values(run, task).get(name) if value is None else value
 
 
+EQ2_NULL = ("_floor", "_excess", "_perm_p")  # the columns of Eq. 2 against its noise floor, in the tables' order
+
+
 def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
     lines = [f"### `{task}`", "", f"Model: `{run.model.get(task, '?')}`; documents: {run.n_samples.get(task, {}).get('effective', '?')}"
              + (f" (`--limit {run.limit[task]}`)" if run.limit.get(task) else "") + ".", ""]  # fmt: skip
@@ -322,15 +325,15 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
         if not rows:
             continue
         lines += [f"{title}; p: exact McNemar on the run's matched pairs (from the logged samples); Eq. 2 with its "
-                  "noise floor and permutation p, as above:", "",
+                  "noise floor, excess and permutation p, as above:", "",
                   "| | B(woman, man) | p | B(woman, neutral) | p | B(neutral, man) | p | mixed_gender_bias | floor "
-                  "| perm. p |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+                  "| excess | perm. p |", "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for s, k in rows:
             biases = [_m(run, task, f"pair_bias_{p}_{k}") for p in PAIRS]
             defined = [isinstance(b, (int, float)) and not math.isnan(b) for b in biases]  # no p where the bias is n/a
             cells = [f"{fmt(b)} | {_p(_subset_mcnemar(items, p, k)) if items and ok else '–'}" for p, b, ok in zip(PAIRS, biases, defined)]
-            value, floor, perm_p = (_m(run, task, f"mixed_gender_bias_{k}{x}") for x in ("", "_floor", "_perm_p"))
-            eq2_cells = f"{fmt(value)} | {fmt(floor)} | {_p(perm_p)}"
+            value, floor, excess, perm_p = (_m(run, task, f"mixed_gender_bias_{k}{x}") for x in ("", *EQ2_NULL))
+            eq2_cells = f"{fmt(value)} | {fmt(floor)} | {fmt(excess)} | {_p(perm_p)}"
             lines.append(f"| {s.replace('_', ' ')} | " + " | ".join(cells) + f" | {eq2_cells} |")
         lines.append("")
 
