@@ -120,19 +120,19 @@ def test_first_line_echo_rule_only_when_configured(text, off, on):
 
 
 def test_demet_tasks_parse_with_the_echo_rule():
-    """The `choice` filter of the DeMET generation tasks and `plugins/demet/parsing.py` (re-ask dialogue, report)
+    """The `choice` filter of the DeMET generation tasks and `plugins/demet/parse.py` (re-ask dialogue, report)
     read answers the same way; the name probe's filter does not take the rule (no option list in its prompts)."""
     import yaml
 
     import bias_harness
-    from bias_harness.plugins.demet import parsing
+    from bias_harness.plugins.demet import parse as demet_parse
 
     tasks = Path(bias_harness.tasks_dir()) / "demet"
     base = yaml.load(open(tasks / "_demet_yaml"), Loader=yaml.BaseLoader)["filter_list"][0]["filter"][0]
     names = yaml.load(open(tasks / "demet_names.yaml"), Loader=yaml.BaseLoader)["filter_list"][0]["filter"][0]
-    assert {k: base[k] == "true" for k in parsing.OPTIONS} == parsing.OPTIONS
+    assert {k: base[k] == "true" for k in demet_parse.OPTIONS} == demet_parse.OPTIONS
     assert "echo_first" not in names
-    assert parsing.parse("1. Emma", DOC) == (None, "first_line_echo")
+    assert demet_parse.parse("1. Emma", DOC) == (None, "first_line_echo")
 
 
 REAL = json.loads((Path(__file__).parent / "data" / "demet_real_answers.json").read_text(encoding="utf-8"))
@@ -143,7 +143,7 @@ def test_real_answers_read_as_judged_by_hand():
     parser's rules; demet_mc of SmolLM2 and gemma-3-270m: 8 log-likelihood pairs), each read by hand (`expected`,
     `why`). The parser agrees on all 40; without the first-line echo rule it disagrees on the 6 bare "1. NAME1"."""
     from bias_harness.plugins.demet import metrics as dm
-    from bias_harness.plugins.demet.parsing import parse
+    from bias_harness.plugins.demet.parse import parse
 
     def read(rec: dict, **kw) -> str:
         if "loglikelihoods" in rec:

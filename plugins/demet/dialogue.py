@@ -25,7 +25,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from bias_harness.plugins.answer_filters import INVALID
-from bias_harness.plugins.demet.parsing import parse
+from bias_harness.plugins.demet.parse import parse
 from bias_harness.plugins.demet.prompts import WORDINGS
 from bias_harness.plugins.multiturn.dialogues import Dialogue, DialogueError, Message, Prompt, register_dialogue
 
