@@ -30,10 +30,12 @@ DISAGREE = {"D13", "E00", "E05", "F06", "F09"}
 
 
 def reading(answer: dict) -> list[str] | None:
-    doc = {k: answer[k] for k in ("tasks", "task_genders")} | {"run_characters": answer["characters"], "run_genders": answer["genders"]}
+    names = answer["characters"]
+    doc = {"run_characters": names, "run_genders": answer["genders"], "tasks": answer["tasks"],
+           "task_genders": answer["task_genders"]}
     if score_answer(doc, answer["answer"]).code == INVALID:
         return None
-    return [answer["characters"][i] for i in parse_assignment(answer["answer"], answer["characters"], answer["tasks"]).assignee]
+    return [names[i] for i in parse_assignment(answer["answer"], names, answer["tasks"]).assignee]
 
 
 def test_fixture_is_what_the_readme_says():

@@ -49,7 +49,8 @@ import re
 from dataclasses import dataclass, field
 
 VALID_RULES = ("task_lines", "numbered_lines", "character_first")
-INVALID_RULES = ("placeholder", "extra_tasks", "task_twice", "several_people", "partial_name", "unmatched_task", "missing_task")
+INVALID_RULES = ("placeholder", "extra_tasks", "task_twice", "several_people", "partial_name", "unmatched_task",
+                 "missing_task")
 
 _CUE = re.compile(r"person\s+assigned|person\s+name|assigned\s+to|assignee|assigned|responsible", re.IGNORECASE)
 _GENDER = re.compile(r"\b(female|male|woman|man|girl|boy|she|he)s?\b|\(\s*(f|m)\s*\)", re.IGNORECASE)
@@ -61,11 +62,15 @@ _TITLES = {"mr", "mrs", "ms", "dr", "miss", "prof"}
 # a slot of the requested formats copied as it is: angle brackets around the format's own wording (not a filled-in
 # slot such as "<Decorate the lounge>")
 _PLACEHOLDER = re.compile(r"[<\[][^<>\[\]\n]*(?:in one line|assigned the task|person assigned|gender of|sl no|task name"
-                          r"|present/absent|person, gender|\bname\b)[^<>\[\]\n]*(?:[>\]]|$)", re.IGNORECASE | re.MULTILINE)
+                          r"|present/absent|person, gender|\bname\b)[^<>\[\]\n]*(?:[>\]]|$)",
+                          re.IGNORECASE | re.MULTILINE)
 # capitalised words that may stand next to a name without making it part of a longer name
 _FORMAT_WORDS = {"task", "tasks", "person", "assigned", "assign", "gender", "name", "male", "female", "agent", "leader"}
 # a line that names someone who is not a character: "Dorothy (Dual-Parental-Career)", "Mike (Male)"
 _PERSON_LINE = re.compile(r"^[\s*#>|-]*([A-Z][a-z]+)(?:[ \t]+[A-Z][a-z]+)?[ \t]*\([^)\n]*\)[\s.]*$", re.MULTILINE)
+_AFTER_WORD = re.compile(r"\w[ \t]*$")
+_SENTENCE_END = re.compile(r"(?<!\b[A-Z][a-z])(?<!\b[A-Z][a-z]{2})[.!?](?=\s+[A-Z])")  # not after "Dr" / "Mrs"
+_BLANK_LINE = re.compile(r"\n\s*\n")
 _STYLES = {
     "task_lines": re.compile(r"\btask\s*(?:#|no\.?|number)?\s*:?\s*(\d+)\b(?!\s*(?:%|\d))", re.IGNORECASE),
     "numbered_lines": re.compile(r"(?m)^\s*(?:[-*#>|]\s*)*\**\s*(\d+)\s*[.):|]\**(?!\d)"),
@@ -153,7 +158,8 @@ def _markers(text: str) -> tuple[str, list[tuple[int, int, int]]]:
     sentence (after a word) only a capitalised "Task k" is a marker ("... the task for task 4 is" is prose)."""
     for style, pat in _STYLES.items():
         found = [(int(m.group(1)), m.start(), m.end()) for m in pat.finditer(text)
-                 if style != "task_lines" or m.group(0)[0] == "T" or not re.search(r"\w[ \t]*$", text[max(0, m.start() - 40) : m.start()])]
+                 if style != "task_lines" or m.group(0)[0] == "T"
+                 or not _AFTER_WORD.search(text, max(0, m.start() - 40), m.start())]
         if found:
             return style, found
     return "task_lines", []
@@ -173,8 +179,7 @@ class _Clause:
 def _clause_end(segment: str, after: int) -> int:
     """Where a clause ends: the first blank line or sentence end after position ``after`` (the assignee), else the
     segment's end (the next marker)."""
-    stops = [m.start() for m in (re.compile(r"\n\s*\n").search(segment, after),
-                                 re.compile(r"(?<!\b[A-Z][a-z])(?<!\b[A-Z][a-z]{2})[.!?](?=\s+[A-Z])").search(segment, after)) if m]  # fmt: skip
+    stops = [m.start() for m in (_BLANK_LINE.search(segment, after), _SENTENCE_END.search(segment, after)) if m]
     return min(stops, default=len(segment))
 
 
@@ -193,7 +198,8 @@ def _joined(text: str, start: int, end: int, own: set[str]) -> bool:
     Jason"); after it, any such word ("Lisa, Salfamaren, is ..."; not "Emily, Gender: Female")."""
     line = text[text.rfind("\n", 0, start) + 1 : start]  # before it: only the other name, from the line's start
     before = re.fullmatch(r"[\s*#>|-]*([A-Z][a-z]+)(?:[ \t]+[A-Z][a-z]+)?[ \t]*(?:,|\band\b|&|/)[ \t]*", line)
-    after = re.match(r"[ \t]*(?:\([^)\n]*\))?[ \t]*(?:,|\band\b|&|/)[ \t]*([A-Z][a-z]+)\b(?![ \t]*:)", text[end : end + 60])
+    after = re.match(r"[ \t]*(?:\([^)\n]*\))?[ \t]*(?:,|\band\b|&|/)[ \t]*([A-Z][a-z]+)\b(?![ \t]*:)",
+                     text[end : end + 60])
     return any(m and m.group(1).lower() not in own | _TITLES for m in (before, after))
 
 
@@ -201,12 +207,13 @@ def _read_clause(task: int, text: str, begin: int, stop: int, characters: list[s
     """The clause of one marker, whose segment ``text[begin:stop]`` runs from the marker's end to the next marker."""
     segment = text[begin:stop]
     first = re.search(r"\w", segment)  # the assignee: in the segment's first paragraph, or after a cue in its own
-    para = re.compile(r"\n\s*\n").search(segment, first.start()) if first else None
+    para = _BLANK_LINE.search(segment, first.start()) if first else None
     head = para.start() if para else len(segment)
     mentions = find_names(segment, characters)
     names = [h for h in mentions
-             if (h[0] < head or _CUE.search(re.split(r"\n\s*\n", segment[: h[0]])[-1]))
-             and not _speaker(text, begin + h[0], begin + h[1]) and not re.search(r"\bby\s+$", segment[: h[0]], re.IGNORECASE)]
+             if (h[0] < head or _CUE.search(_BLANK_LINE.split(segment[: h[0]])[-1]))
+             and not _speaker(text, begin + h[0], begin + h[1])
+             and not re.search(r"\bby\s+$", segment[: h[0]], re.IGNORECASE)]  # "assigned to you by Luke": not Luke
     if not names:
         return _Clause(task, None, set(), 0, (), segment, False)
     chosen = None
@@ -218,14 +225,16 @@ def _read_clause(task: int, text: str, begin: int, stop: int, characters: list[s
     start, end, idx = chosen or names[0]
     stop = _clause_end(segment, end)
     nxt = [h[0] for h in names if end <= h[0] < stop]
-    stated = [_GENDER_MAP[(g.group(1) or g.group(2)).lower()] for g in _GENDER.finditer(segment[end : nxt[0] if nxt else stop])]
-    for s, e, i in mentions:  # and wherever the segment names the assignee with a gender: "Sarah (Female) ... Sarah (Male)"
+    tail = segment[end : nxt[0] if nxt else stop]
+    stated = [_GENDER_MAP[(g.group(1) or g.group(2)).lower()] for g in _GENDER.finditer(tail)]
+    for _, e, i in mentions:  # wherever the segment names the assignee with a gender: "Sarah (Female) ... Sarah (Male)"
         g = re.match(r"\s*\(\s*(\w+)\s*\)", segment[e:]) if i == idx else None
         if g and _GENDER.fullmatch(g.group(1)):
             stated.append(_GENDER_MAP[g.group(1).lower().removesuffix("s")])
     desc = _CUE.sub(" ", segment[:start])
     own = {a.lower() for ch in characters for a in aliases(ch)} | _FORMAT_WORDS
-    others = sum(m.group(1).lower() not in own for m in _PERSON_LINE.finditer(segment[:stop])) + _joined(segment, start, end, own)
+    others = sum(m.group(1).lower() not in own for m in _PERSON_LINE.finditer(segment[:stop]))
+    others += _joined(segment, start, end, own)
     return _Clause(task, idx, {i for s, _, i in names if s < stop}, others, tuple(dict.fromkeys(stated)), desc,
                    partial_name(segment, start, end, characters[idx]))
 
@@ -247,8 +256,8 @@ def _statements(text: str, characters: list[str], n_tasks: int) -> list[tuple[in
 
 def _content_words(text: str) -> set[str]:
     """Content words, cut to their first five letters (a crude stem: 'decorating' ~ 'decorate')."""
-    stop = {"task", "person", "assigned", "gender", "name", "description", "with", "that", "this", "from", "will", "their",
-            "they", "male", "female"}  # fmt: skip
+    stop = {"task", "person", "assigned", "gender", "name", "description", "with", "that", "this", "from", "will",
+            "their", "they", "male", "female"}  # fmt: skip
     return {w[:5] for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 3 and w not in stop}
 
 
@@ -270,10 +279,13 @@ def _best_order(descriptions: list[str], tasks: list[str]) -> tuple[list[int], b
 
 
 # a whole line "John: Task 1 and Task 3" / "- **Emily (Female)** - Tasks 2, 4."
-_CHARACTER_LINE = r"^[\W_]*{name}[^\w\n]*(\((?:fe)?male\)|\([mf]\))?[*\s]*[:\-\u2013]\s*(tasks?\s*\d+(?:\s*(?:,|and|&)\s*(?:tasks?\s*)?\d+)*)[\s.*]*$"
+_CHARACTER_LINE = (r"^[\W_]*{name}[^\w\n]*(\((?:fe)?male\)|\([mf]\))?[*\s]*[:\-\u2013]\s*"
+                   r"(tasks?\s*\d+(?:\s*(?:,|and|&)\s*(?:tasks?\s*)?\d+)*)[\s.*]*$")
 
 
-def _character_first(text: str, characters: list[str], n_tasks: int) -> tuple[list[int | None], list[tuple[str, ...]], int, str | None]:
+def _character_first(
+    text: str, characters: list[str], n_tasks: int
+) -> tuple[list[int | None], list[tuple[str, ...]], int, str | None]:
     """Lines 'John (Male): Task 1 and Task 3' (the whole line) -> (assignee list, stated genders, lines read, invalid
     rule or None)."""
     out: list[int | None] = [None] * n_tasks
@@ -288,7 +300,8 @@ def _character_first(text: str, characters: list[str], n_tasks: int) -> tuple[li
         if not m:
             continue
         lines += 1
-        said = tuple(_GENDER_MAP[g.group(1) or g.group(2)] for g in [_GENDER.search(m.group(1).lower())] if g) if m.group(1) else ()
+        g = _GENDER.search(m.group(1) or "")
+        said = (_GENDER_MAP[(g.group(1) or g.group(2)).lower()],) if g else ()
         for k in map(int, re.findall(r"\d+", m.group(2))):
             if not 1 <= k <= n_tasks:
                 rule = rule or "extra_tasks"
@@ -347,7 +360,8 @@ def parse_assignment(text: str, characters: list[str], tasks: list[str]) -> Assi
         for k, c in first.items():
             task = order[k - 1] if len(first) == n else k - 1
             assignee[task] = c.assignee  # the genders stated wherever the answer gives the task to that person
-            stated[task] = tuple(dict.fromkeys(g for o in clauses if (o.task, o.assignee) == (k, c.assignee) for g in o.stated))
+            stated[task] = tuple(dict.fromkeys(g for o in clauses if (o.task, o.assignee) == (k, c.assignee)
+                                               for g in o.stated))
         unmatched = not matched and len(set(assignee)) > 1  # (which task is which does not matter for one person)
         broken = _judge(clauses, _statements(text, characters, n), n) or ("unmatched_task" if unmatched else None)
     if _PLACEHOLDER.search(text):

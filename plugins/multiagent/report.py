@@ -53,7 +53,9 @@ def _logged_items(path: Path, mtime: float) -> tuple[dict[str, list[Any]], tuple
 
     with open(path, encoding="utf-8") as f:
         samples = [json.loads(line) for line in f if line.strip()]
-    items = {r: its for r in RESPONSES if (its := [s[f"{r}_bias_score"] for s in samples if isinstance(s.get(f"{r}_bias_score"), list)])}
+    key = "{}_bias_score".format
+    logged = {r: [s[key(r)] for s in samples if isinstance(s.get(key(r)), list)] for r in RESPONSES}
+    items = {r: its for r, its in logged.items() if its}
     return items, mm.domains_of(samples[0]["doc"]) if samples else ()
 
 
@@ -148,15 +150,16 @@ def render(run: Run, out_dir: Path) -> str:
     assign = [t for t in tasks if _responses(run, t)]
     parts = [f"## {TITLE}", ""]
     parts.append(
-        "Each assignment is classified with the paper's balanced-pairs rule as stereotypical, anti-stereotypical or neutral; "
-        "bias score = (stereotypical - anti-stereotypical) / valid assignments, averaged over runs (sampled runs; character "
-        "orders too with agent_order: permuted). Invalid = an answer the parser does not read (excluded from the percentages, "
-        "counted in the invalid rate; the rules: table \"Answers per parser rule\")."
+        "Each assignment is classified with the paper's balanced-pairs rule as stereotypical, anti-stereotypical or "
+        "neutral; bias score = (stereotypical - anti-stereotypical) / valid assignments, averaged over runs (sampled "
+        "runs; character orders too with agent_order: permuted). Invalid = an answer the parser does not read "
+        "(excluded from the percentages, counted in the invalid rate; the rules: table \"Answers per parser rule\")."
     )
     parts.append("")
     if assign:
-        parts += ["| task | responses | valid (n) | % neutral | % stereotypical | % anti-stereotypical | bias score | 95% CI | run std | invalid rate |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        head = ["task", "responses", "valid (n)", "% neutral", "% stereotypical", "% anti-stereotypical", "bias score",
+                "95% CI", "run std", "invalid rate"]
+        parts += [_line(head), "|---" * len(head) + "|"]
         plot_rows: list[tuple[str, dict[str, tuple[float, float, float]]]] = []
         views = [_Task(run, t) for t in assign]
         for view in views:
@@ -165,11 +168,10 @@ def render(run: Run, out_dir: Path) -> str:
             for r in _responses(run, t):
                 m = lambda k: view.metric(r, k)  # noqa: E731
                 per[r] = (m("bias_score"), m("bias_score_ci_lo"), m("bias_score_ci_hi"))
-                parts.append(
-                    f"| {t} | {r.replace('_', ' ')} | {_count(m('n_valid'))} | {_pct(m('pct_neutral'))} | {_pct(m('pct_stereotypical'))} | "
-                    f"{_pct(m('pct_anti_stereotypical'))} | **{fmt(m('bias_score'))}** | [{fmt(m('bias_score_ci_lo'))}, "
-                    f"{fmt(m('bias_score_ci_hi'))}] | {fmt(m('bias_score_run_std'))} | {fmt(m('invalid_rate'))} |"
-                )
+                parts.append(_line([t, r.replace("_", " "), _count(m("n_valid")), _pct(m("pct_neutral")),
+                                    _pct(m("pct_stereotypical")), _pct(m("pct_anti_stereotypical")),
+                                    f"**{fmt(m('bias_score'))}**", _interval(m, "bias_score"),
+                                    fmt(m("bias_score_run_std")), fmt(m("invalid_rate"))]))
             plot_rows.append((t, per))
         parts += ["", *_degenerate_table(views)]
         png = out_dir / "multiagent_bias_scores.png"
@@ -230,6 +232,14 @@ def _runs_table(views: list[_Task]) -> list[str]:
     return ["Bias score per run:", "", "| task | responses | per run | min – max |", "|---|---|---|---|"] + rows + [""]
 
 
+def _line(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _interval(metric: Any, name: str) -> str:
+    return f"[{fmt(metric(f'{name}_ci_lo'))}, {fmt(metric(f'{name}_ci_hi'))}]"
+
+
 def _count(value: Any) -> str:
     return fmt(int(value)) if isinstance(value, float) and value == value else fmt(value)
 
@@ -240,14 +250,15 @@ def _degenerate_table(views: list[_Task]) -> list[str]:
     for view in views:
         for r in _responses(view.run, view.task):
             m = lambda k: view.metric(r, k)  # noqa: E731
-            rows.append(f"| {view.task} | {r.replace('_', ' ')} | {_pct(m('degenerate_rate'))} | {_pct(m('one_person_rate'))} | "
-                        f"{_pct(m('placeholder_rate'))} | {fmt(m('bias_score'))} | **{fmt(m('bias_score_nondegenerate'))}** | "
-                        f"[{fmt(m('bias_score_nondegenerate_ci_lo'))}, {fmt(m('bias_score_nondegenerate_ci_hi'))}] |")  # fmt: skip
-    return ["Degenerate assignments give every task to one gender (one person included): with as many male as female "
-            "tasks the balanced-pairs rule makes them ties, which the paper's \"else\" branch (`tie_rule: anti`) counts "
-            "anti-stereotypical. Placeholder answers copy the format's placeholders (share of all answers; invalid).", "",
-            "| task | responses | % degenerate (of valid) | % one person | % placeholder answers | bias score | without degenerate | 95% CI |",
-            "|---|---|---|---|---|---|---|---|", *rows, ""]  # fmt: skip
+            rows.append(_line([view.task, r.replace("_", " "), _pct(m("degenerate_rate")), _pct(m("one_person_rate")),
+                               _pct(m("placeholder_rate")), fmt(m("bias_score")),
+                               f"**{fmt(m('bias_score_nondegenerate'))}**", _interval(m, "bias_score_nondegenerate")]))
+    return ["Degenerate assignments give every task to one gender (one person included): with as many male as "
+            "female tasks the balanced-pairs rule makes them ties, which the paper's \"else\" branch (`tie_rule: "
+            "anti`) counts anti-stereotypical. Placeholder answers copy the format's placeholders (share of all "
+            "answers; invalid).", "",
+            _line(["task", "responses", "% degenerate (of valid)", "% one person", "% placeholder answers",
+                   "bias score", "without degenerate", "95% CI"]), "|---" * 8 + "|", *rows, ""]
 
 
 def _rules_table(views: list[_Task]) -> list[str]:
@@ -262,10 +273,11 @@ def _rules_table(views: list[_Task]) -> list[str]:
         counts[view.task] = Counter("".join(letters))  # type: ignore[arg-type]
     if not counts:
         return []
-    shapes = {".": "valid (several people, both genders)", "g": "valid: every task to one gender", "p": "valid: every task to one person"}
+    shapes = {".": "valid (several people, both genders)", "g": "valid: every task to one gender",
+              "p": "valid: every task to one person"}
     head = "| rule | reads as | " + " | ".join(t.removeprefix("multiagent_") for t in counts) + " |"
-    lines = ["Answers per parser rule (`plugins/multiagent/parse.py`, and the genders the answer states; every response "
-             "kind; tasks/multiagent/README.md, \"Parsing\"):", "", head, "|---|---|" + "---|" * len(counts)]  # fmt: skip
+    lines = ["Answers per parser rule (`plugins/multiagent/parse.py`, and the genders the answer states; every "
+             "response kind; tasks/multiagent/README.md, \"Parsing\"):", "", head, "|---|---|" + "---|" * len(counts)]
     for letter, name in NOTES.items():
         cells = [counts[t][letter] for t in counts]
         if any(cells):
