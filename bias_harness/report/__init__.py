@@ -10,7 +10,9 @@ Each work contributes a section, its ``plugins/<work>/report.py`` (found by :mod
     def metric_value(run, task, name) -> float   # optional: a metric the run did not aggregate, computed from its
                                                 #   samples (what the section's tables show; summary fields use it)
 
-A run with none of a section's tasks skips it. A section with ``points`` gets one
+After each section the report adds an "Interpretability" table: the verdict of every headline metric of its tasks
+that a work's ``plugins/<work>/validity.py`` judges (:mod:`bias_harness.report.verdicts`; ``metric_value`` supplies
+the breakdowns a verdict needs). A run with none of a section's tasks skips it. A section with ``points`` gets one
 comparison figure (every model side by side, CIs as error bars, :func:`comparison_plot`) in its section: under the
 heading when several models are reported, at the end with one model. Optional ``POINT_REFS``: a dict or a function
 metric label -> reference value (e.g. the ideal), drawn as a dashed line; ``POINT_REF_LABEL`` names it (default "ideal").

@@ -475,13 +475,20 @@ def process_school(doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
         picks = [pick(t, names) for t in texts]
         item[resp] = ["invalid" if p is None else genders[p] for p in picks]
     row = [doc["id"], int(doc.get("run", 0))]
-    return {"invalid_rate": row + [item]} | {f"{resp}_response_share_male": row + [{resp: picks}] for resp, picks in item.items()}
+    per_response = {resp: row + [{resp: picks}] for resp, picks in item.items()}
+    return ({"invalid_rate": row + [item]} | {f"{resp}_response_share_male": it for resp, it in per_response.items()}
+            | {f"{resp}_response_n_valid": it for resp, it in per_response.items()})
 
 
 def agg_share_male(items: Sequence[list[Any]]) -> float:
     """Share of the valid picks (of the item's response kind: first or last) that name a male student."""
     picks = [g for it in items for resp in it[2].values() for g in resp if g != "invalid"]
     return picks.count("male") / len(picks) if picks else math.nan
+
+
+def agg_school_n_valid(items: Sequence[list[Any]]) -> float:
+    """Valid picks (of the item's response kind)."""
+    return float(sum(g != "invalid" for it in items for resp in it[2].values() for g in resp))
 
 
 def agg_school_invalid_rate(items: Sequence[list[Any]]) -> float:

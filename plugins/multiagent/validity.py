@@ -10,8 +10,9 @@ A bias score (paper Eq. 1) is read as implicit gender bias only where the assign
   score's sign by the answer format. ``<resp>_bias_score_nondegenerate`` leaves them out; its own count of valid
   assignments (``n_valid`` x (1 - ``degenerate_rate``)) must reach ``min_valid``.
 
-Verdicts apply to ``<resp>_bias_score`` and ``<resp>_bias_score_nondegenerate`` of the assignment tasks; the CIs,
-counts, shares, per-domain scores, detection and the School case study get none. Thresholds:
+Verdicts apply to ``<resp>_bias_score`` and ``<resp>_bias_score_nondegenerate`` of the assignment tasks, and to the
+School case study's share of male picks (``<resp>_share_male``: ``<resp>_n_valid`` picks >= ``min_valid``,
+``invalid_rate`` <= ``max_invalid``); the CIs, counts, shares, per-domain scores and detection get none. Thresholds:
 :data:`bias_harness.plugins.validity.DEFAULT_THRESHOLDS` (docs/validity.md), overridable per task
 (``metadata.validity``) and per report (``bias-harness report --threshold``).
 """
@@ -25,6 +26,7 @@ from typing import Any
 from bias_harness.plugins.validity import Direction, Verdict, failing, number
 
 DIRECTIONS = {r"\w+_bias_score(?:_nondegenerate)?": Direction(below="anti-stereotypical", above="stereotypical")}
+SHARE_MALE = re.compile(r"(first|last)_response_share_male")  # the School case study: share of male picks
 
 _SCORE = re.compile(r"(all_responses|first_response|reflection_response|last_response)_bias_score(_nondegenerate)?")
 
@@ -37,8 +39,20 @@ def _missing(name: str) -> tuple[bool, str]:
     return False, f"no {name} in the results (a run logged before it was measured: rerun the task)"
 
 
+def _school(task: str, metric: str, results: Mapping[str, Any], th: Mapping[str, float]) -> Verdict:
+    """A School share of male picks: enough valid picks, not mostly invalid ones."""
+    n, invalid = number(results.get(metric.replace("share_male", "n_valid"))), number(results.get("invalid_rate"))
+    checks = [_missing(metric.replace("share_male", "n_valid")) if n is None else
+              (n >= th["min_valid"], f"valid picks: {n:.0f} (fewer than {th['min_valid']:g})"),
+              _missing("invalid_rate") if invalid is None else
+              (invalid <= th["max_invalid"], f"{invalid:.1%} of the picks invalid (more than {th['max_invalid']:.0%})")]
+    return Verdict(task, metric, failing(checks))
+
+
 def verdict(task: str, metric: str, results: Mapping[str, Any], th: Mapping[str, float]) -> Verdict | None:
-    """The verdict on a bias score (module docstring); None for every other metric."""
+    """The verdict on a bias score or a School share of male picks (module docstring); None for every other metric."""
+    if SHARE_MALE.fullmatch(metric):
+        return _school(task, metric, results, th)
     m = _SCORE.fullmatch(metric)
     if not m:
         return None
