@@ -25,7 +25,7 @@ Each work's adapter:
 |---|---|---|---|
 | DeMET | matched name pair (``pair_key``: scenario, name slot, both orders) | ``mixed_gender_bias``, ``pair_bias_*``, ``invalid_rate`` | ``invalid_rate`` |
 | STOP | progression | ``P``, ``P_low/moderate/high``, ``P_counter``, ``sensitivity``, ``invalid_rate`` | ``P*`` (success / "no" per progression) |
-| multi-agent | scenario (all its runs) | ``<response>_bias_score``, ``<response>_pct_*``, ``invalid_rate`` | -- (several agents per document) |
+| multi-agent | scenario (all its runs) | ``<response>_bias_score`` (also without degenerate assignments), ``<response>_degenerate_rate``, ``<response>_pct_*``, ``invalid_rate`` | -- (several agents per document) |
 | StereoSet | target term (default) or context | ``lms``, ``ss``, ``icat``, ``invalid_rate`` | ``ss`` with ``averaging: example``, ``invalid_rate`` |
 | Contact | prompt set | ``bias_pct_*``, ``effect_*``, ``invalid_rate`` | ``bias_pct_*``, ``invalid_rate`` |
 | other tasks | document | metrics whose per-document items are numbers averaged by lm-eval (checked against results_*.json) | 0/1 metrics |

@@ -110,7 +110,8 @@ def test_compare_without_the_switch(runs):
     for task in TASKS:
         got = {m.metric: m for m in cmp.metrics if m.task == task}
         responses = [r for r in metrics.RESPONSES if f"{r}_bias_score,none" in full["results"][task]]
-        stats = ("bias_score", "pct_stereotypical", "pct_anti_stereotypical", "pct_neutral")
+        stats = ("bias_score", "bias_score_nondegenerate", "degenerate_rate", "pct_stereotypical",
+                 "pct_anti_stereotypical", "pct_neutral")
         assert list(got) == [f"{r}_{s}" for r in responses for s in stats] + ["invalid_rate"]
         for name, m in got.items():  # the breakdown-only percentages too, from the bias-score items of the plain run
             want = full["results"][task][f"{name},none"]

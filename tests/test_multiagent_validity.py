@@ -184,7 +184,7 @@ def test_compare_and_model_card_say_a_change_in_bias_only_where_both_verdicts_pa
     text = (tmp_path / "cmp" / "README.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith(f"| {SCORE} |"))
     assert row.endswith("| **yes** | **no** | yes | not a change in bias (a verdict failed) |")
-    assert f"Not interpretable: {SCORE} in A ({ONE_GENDER})." in text
+    assert f"Not interpretable: {SCORE} in A ({ONE_GENDER}); {SCORE}_nondegenerate in A (valid assignments that" in text
 
     folder = tmp_path / "model"
     folder.mkdir()

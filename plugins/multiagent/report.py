@@ -180,7 +180,8 @@ def render(run: Run, out_dir: Path) -> str:
         parts += _rules_table(views)
         parts += _domain_table(views)
         parts += _runs_table(views)
-        parts += ["Paper Table 1 (bias scores of the authors' models, for orientation only: other models and sampling):", "",
+        parts += ["Paper Table 1 (bias scores of the authors' models on the Scenarios dataset, for orientation only: other "
+                  "models and sampling; the paper gives no such table for the Test set):", "",
                   "| model | no interaction | no goal first | no goal last | goal first | goal last |", "|---|---|---|---|---|---|"]  # fmt: skip
         for model, row in PAPER_TABLE1.items():
             parts.append(f"| {model} | " + " | ".join(fmt(v, 4) for v in row.values()) + " |")
