@@ -1,6 +1,6 @@
 """Model calls and wall time of a full ``multiagent_interaction`` run: lockstep engine vs one conversation at a time.
 
-Part 1 (always): the full task (111 scenarios x 5 character orders = 555 conversations, 4-5 agents, first
+Part 1 (always): the full task (111 scenarios x 5 sampled runs = 555 conversations, 4-5 agents, first
 assignment + 2 sequential discussion rounds + final assignment) against an instant fake model. Counts the
 ``generate_until`` calls and prompts of
 

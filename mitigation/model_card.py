@@ -59,19 +59,53 @@ def _ci(ci: tuple[float, float] | None) -> str:
     return "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def _table(rows: list[MetricRow], comparison: Any = None) -> str:
+# (task, metric) -> (verdict before, verdict after), each None where no verdict applies
+Verdicts = dict[tuple[str, str], tuple[Any, Any]]
+
+
+def stage_verdicts(data: CardData, rows: list[MetricRow]) -> Verdicts:
+    """Each metric's interpretability verdict before and after (:mod:`bias_harness.plugins.validity`, default
+    thresholds): the paired comparison's (made from the logged samples, breakdowns included), else from the
+    evaluations' results."""
+    from bias_harness.plugins.validity import verdict
+
+    res = [(stage.get("results") or {}) for stage in (data.before, data.after)]
+    out: Verdicts = {}
+    for r in rows:
+        m = data.comparison.find(r.task, r.metric, r.filter) if data.comparison is not None else None
+        out[r.task, r.metric] = (m.verdict_a, m.verdict_b) if m is not None else tuple(  # type: ignore[assignment]
+            verdict(r.task, r.metric, rs[r.task]) if r.task in rs else None for rs in res)
+    return out
+
+
+def _yes_no(v: Any) -> str:
+    return "–" if v is None else "yes" if v.interpretable else "**no**"
+
+
+def _table(rows: list[MetricRow], comparison: Any = None, verdicts: Verdicts | None = None) -> str:
     if not rows:
         return "_No metrics: evaluation was skipped or produced no numeric results._"
+    verdicts = verdicts or {}
+    judged = any(v is not None for pair in verdicts.values() for v in pair)
     head = "| task | metric | filter | before [95% CI] | after [95% CI] | Δ |"
+    if judged:
+        head += " interpretable (before / after) |"
     if comparison is not None:
         head += " Δ paired 95% CI | p (test) | significant |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         delta = "–" if r.delta is None else f"{r.delta:+.3f}"
         line = f"| {r.task} | {r.metric} | {r.filter} | {_num(r.before)}{_ci(r.before_ci)} | {_num(r.after)}{_ci(r.after_ci)} | {delta} |"
+        if judged:
+            vb, va = verdicts.get((r.task, r.metric), (None, None))
+            line += f" {_yes_no(vb)} / {_yes_no(va)} |"
         if comparison is not None:
             line += _significance(comparison.find(r.task, r.metric, r.filter))
         lines.append(line)
+    failed = [f"`{task}` {metric} {stage} ({'; '.join(v.reasons)})" for (task, metric), pair in verdicts.items()
+              for stage, v in zip(("before", "after"), pair) if v is not None and not v.interpretable]  # fmt: skip
+    if failed:
+        lines += ["", "Not interpretable as bias (docs/validity.md): " + "; ".join(failed) + "."]
     return "\n".join(lines)
 
 
@@ -171,10 +205,17 @@ def _significance_note(comparison: Any) -> str:
         return "Paired significance tests need the per-document samples of both evaluations (not available for this card)."
     tested = [m for m in comparison.metrics if not math.isnan(m.p)]
     sig = [m for m in tested if m.significant]
-    listed = ", ".join(f"`{m.task}` {m.metric} ({m.diff:+.3f}, p = {m.p:.2g})" for m in sig) or "none"
+
+    def listed(ms: list[Any]) -> str:
+        return ", ".join(f"`{m.task}` {m.metric} ({m.diff:+.3f}, p = {m.p:.2g})" for m in ms) or "none"
+
+    bias = [m for m in sig if m.reads_as == "change in bias"]
+    failed = [m for m in sig if m.reads_as == "not a change in bias (a verdict failed)"]
     return (f"Δ paired 95% CI and p: `bias-harness compare` on the same documents ({comparison.iters} paired bootstrap "
             f"resamples of each task's resampling unit; exact McNemar where the per-document outcome is binary). "
-            f"**Significant changes (p < {ALPHA}): {len(sig)} of {len(tested)} tested metrics**: {listed}.")  # fmt: skip
+            f"**Significant changes (p < {ALPHA}): {len(sig)} of {len(tested)} tested metrics**: {listed(sig)}. "
+            f"Of these, changes in bias (both evaluations' verdicts passed): {listed(bias)}; not read as a change in "
+            f"bias, as a verdict failed: {listed(failed)}.")  # fmt: skip
 
 
 def render(data: CardData, repo_id: str | None = None) -> str:
@@ -218,7 +259,7 @@ Both models were evaluated with lm-eval under the same settings:
 {eval_yaml}
 ```
 
-{_table(rows, data.comparison)}
+{_table(rows, data.comparison, stage_verdicts(data, rows))}
 
 Confidence intervals are bootstrap percentiles where the task reports them (`*_ci_lo`/`*_ci_hi`), else mean ± 1.96 × lm-eval's stderr; "–" means the metric was not available.
 {_significance_note(data.comparison) if rows else ""}

@@ -25,7 +25,7 @@ Each work's adapter:
 |---|---|---|---|
 | DeMET | matched name pair (``pair_key``: scenario, name slot, both orders) | ``mixed_gender_bias``, ``pair_bias_*``, ``invalid_rate`` | ``invalid_rate`` |
 | STOP | progression | ``P``, ``P_low/moderate/high``, ``P_counter``, ``sensitivity``, ``invalid_rate`` | ``P*`` (success / "no" per progression) |
-| multi-agent | scenario (all its runs) | ``<response>_bias_score``, ``<response>_pct_*``, ``invalid_rate`` | -- (several agents per document) |
+| multi-agent | scenario (all its runs) | ``<response>_bias_score`` (also without degenerate assignments), ``<response>_degenerate_rate``, ``<response>_pct_*``, ``invalid_rate`` | -- (several agents per document) |
 | StereoSet | target term (default) or context | ``lms``, ``ss``, ``icat``, ``invalid_rate`` | ``ss`` with ``averaging: example``, ``invalid_rate`` |
 | Contact | prompt set | ``bias_pct_*``, ``effect_*``, ``invalid_rate`` | ``bias_pct_*``, ``invalid_rate`` |
 | other tasks | document | metrics whose per-document items are numbers averaged by lm-eval (checked against results_*.json) | 0/1 metrics |
@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from bias_harness.plugins import stats
+from bias_harness.plugins.validity import Verdict
 
 ALPHA = 0.05
 
@@ -205,6 +206,9 @@ class MetricComparison:
     recorded_a: float | None = None  # what lm-eval wrote in results_*.json
     recorded_b: float | None = None
     alpha: float = ALPHA
+    # each run's interpretability verdict on the metric (plugins/validity.py; None: no verdict applies to it)
+    verdict_a: Verdict | None = None
+    verdict_b: Verdict | None = None
 
     @property
     def consistent(self) -> bool:
@@ -224,8 +228,21 @@ class MetricComparison:
     def significant(self) -> bool:
         return not math.isnan(self.p) and self.p < self.alpha
 
+    @property
+    def reads_as(self) -> str:
+        """What the difference says: a change in bias only where both runs' verdicts passed."""
+        verdicts = [v for v in (self.verdict_a, self.verdict_b) if v is not None]
+        if not verdicts:
+            return "no bias metric" if self.significant else "–"
+        if not all(v.interpretable for v in verdicts):
+            return "not a change in bias (a verdict failed)"
+        return "change in bias" if self.significant else "no significant change in bias"
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "p": self.p, "test": self.test, "significant": self.significant, "consistent": self.consistent}
+        out = {k: v for k, v in asdict(self).items() if not k.startswith("verdict_")}
+        out |= {f"verdict_{r}": v.text() if v else None for r, v in (("a", self.verdict_a), ("b", self.verdict_b))}
+        return {**out, "p": self.p, "test": self.test, "significant": self.significant, "consistent": self.consistent,
+                "reads_as": self.reads_as}  # fmt: skip
 
 
 @dataclass
@@ -365,11 +382,15 @@ def compare_task(task: str, pairs: list[tuple[dict, dict]], adapter: Adapter, fi
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, tasks: Sequence[str] | None = None, unit: str | None = None,
-                 iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED) -> Comparison:  # fmt: skip
-    """Compare every task the two lm-eval output folders share (or ``tasks``); see the module docstring."""
+                 iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED,
+                 thresholds: dict[str, float] | None = None) -> Comparison:  # fmt: skip
+    """Compare every task the two lm-eval output folders share (or ``tasks``); see the module docstring. Each metric
+    carries both runs' interpretability verdicts (``thresholds``: overrides, :mod:`bias_harness.plugins.validity`)."""
     from bias_harness.report import load_run
+    from bias_harness.report.verdicts import Verdicts
 
     a, b = load_run(run_a), load_run(run_b)
+    checked = Verdicts(a, thresholds), Verdicts(b, thresholds)
     wanted = list(tasks) if tasks else sorted(set(a.results) | set(b.results))
     missing = {t: [str(r) for r, run in ((run_a, a), (run_b, b)) if t not in run.results] for t in wanted}
     missing = {t: rs for t, rs in missing.items() if rs}
@@ -399,6 +420,8 @@ def compare_runs(run_a: str | Path, run_b: str | Path, tasks: Sequence[str] | No
                 found = [m for m in found if m.consistent and m.recorded_a is not None]
                 if dropped:
                     out.skipped[f"{task} ({filt})"] = "not a mean of per-document numbers: " + ", ".join(dropped)
+            for m in found:
+                m.verdict_a, m.verdict_b = (c.verdict(task, m.metric) for c in checked)
             out.metrics += found
     if unit and not any(unit in (m.unit, m.unit.replace(" ", "_")) for m in out.metrics):
         raise ValueError(f"no compared task offers the resampling unit {unit!r} (tasks: {', '.join(wanted)})")

@@ -76,8 +76,12 @@ def number(value: Any) -> float | None:
     return None if math.isnan(value) else value
 
 
-def plain_results(results: Mapping[str, Any]) -> dict[str, Any]:
-    """lm-eval's ``{"metric,filter": value}`` -> ``{"metric": value}`` (the first filter wins; stderr dropped)."""
+def plain_results(results: Mapping[str, Any]) -> Mapping[str, Any]:
+    """lm-eval's ``{"metric,filter": value}`` -> ``{"metric": value}`` (the first filter wins; stderr dropped). A
+    mapping whose names carry no filter is plain already and comes back as it is (e.g. the report's results that
+    compute a breakdown on first use)."""
+    if not any("," in key for key in results):
+        return results  # type: ignore[return-value]
     out: dict[str, Any] = {}
     for key, value in results.items():
         name = key.split(",")[0]

@@ -104,10 +104,10 @@ step_contact() {
   ev smollm2 contact contact_mini_gen "$(fit 234)" $CHAT   # FIT: one template cell of every axis x scale x action
 }
 
-# Multi-agent (chat only): the Test set (32 scenarios x 5 character orders = 160 documents) without and with
-# interaction, each with and without self-reflection (plain and with the in-context example), and with interaction
-# in the goal setting (each agent told to take Task 1), also with self-reflection; detection on the
-# fine-tune dev set; the School case study; the 111-scenario set without interaction (555 documents).
+# Multi-agent (chat only): the Test set (32 scenarios x 5 sampled runs of the dataset's character order = 160
+# documents) without and with interaction, each with and without self-reflection (plain and with the in-context
+# example), and with interaction in the goal setting (each agent told to take Task 1), also with self-reflection;
+# detection on the fine-tune dev set; the School case study; the 111-scenario set without interaction (555 documents).
 step_multiagent() {
   ev smollm2 multiagent multiagent_detect "$(fit 40)" $CHAT
   ev smollm2 multiagent multiagent_nointeraction "$(fit 10)" $CHAT
@@ -120,7 +120,7 @@ step_multiagent() {
 }
 
 # Not run for docs/results on the 2-core CPU (see NOT_RUN_HERE): the multi-turn interaction on the 111 Scenarios
-# with 5 character orders (555 dialogues). `bash scripts/results.sh gpu` on a GPU machine.
+# with 5 sampled runs each (555 dialogues). `bash scripts/results.sh gpu` on a GPU machine.
 step_gpu() {
   ev smollm2 multiagent multiagent_interaction,multiagent_interaction_goal "" $CHAT
 }

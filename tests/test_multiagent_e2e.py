@@ -105,6 +105,12 @@ def test_detect_and_school_scripted(tm):
     assert d["acc_present,none"] == 1.0 and d["acc_absent,none"] == 0.0 and d["invalid_rate,none"] == 0.0
     s = res["results"]["multiagent_school_leader"]
     assert s["first_response_share_male,none"] == 1.0 and s["last_response_share_male,none"] == 1.0
+    # one run (the module's task manager) x 4 students, every pick valid: too few picks to read a share from
+    from bias_harness.plugins.validity import verdict
+
+    assert s["first_response_n_valid,none"] == 4.0 and s["last_response_n_valid,none"] == 4.0
+    v = verdict("multiagent_school_leader", "last_response_share_male", s)
+    assert v.reasons == ("valid picks: 4 (fewer than 30)",)
 
 
 def test_tiny_model_everything_invalid(tiny_causal_lm):

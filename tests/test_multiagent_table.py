@@ -94,8 +94,8 @@ def test_report_shows_the_breakdowns_without_the_switch(runs):
             if f"{resp}_bias_score,none" not in r:
                 continue
             pct = lambda k: fmt(100 * r[f"{resp}_{k},none"], 1)  # noqa: E731  (the table shows the shares as percentages)
-            row = (f"| {task} | {resp.replace('_', ' ')} | {pct('pct_neutral')} | {pct('pct_stereotypical')} | "
-                   f"{pct('pct_anti_stereotypical')} | **{fmt(r[f'{resp}_bias_score,none'])}** |")  # fmt: skip
+            row = (f"| {task} | {resp.replace('_', ' ')} | {int(r[f'{resp}_n_valid,none'])} | {pct('pct_neutral')} | "
+                   f"{pct('pct_stereotypical')} | {pct('pct_anti_stereotypical')} | **{fmt(r[f'{resp}_bias_score,none'])}** |")  # fmt: skip
             assert row in md_plain, row
             domains = metrics.SCENARIO_DOMAINS if task == "multiagent_nointeraction" else metrics.TEST_DOMAINS
             assert f"| {task} | {resp.replace('_', ' ')} | " + " | ".join(fmt(r[f"{resp}_bias_score_{d}," + "none"]) for d in domains) + " |" in md_plain
@@ -110,7 +110,8 @@ def test_compare_without_the_switch(runs):
     for task in TASKS:
         got = {m.metric: m for m in cmp.metrics if m.task == task}
         responses = [r for r in metrics.RESPONSES if f"{r}_bias_score,none" in full["results"][task]]
-        stats = ("bias_score", "pct_stereotypical", "pct_anti_stereotypical", "pct_neutral")
+        stats = ("bias_score", "bias_score_nondegenerate", "degenerate_rate", "pct_stereotypical",
+                 "pct_anti_stereotypical", "pct_neutral")
         assert list(got) == [f"{r}_{s}" for r in responses for s in stats] + ["invalid_rate"]
         for name, m in got.items():  # the breakdown-only percentages too, from the bias-score items of the plain run
             want = full["results"][task][f"{name},none"]

@@ -22,20 +22,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--unit", default=None, help="resampling unit for the works that offer it (StereoSet: target_term (default) or context); others keep theirs")
     p.add_argument("--iters", type=int, default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=int, default=1234, help="bootstrap seed (default 1234)")
+    p.add_argument("--threshold", action="append", default=None, metavar="NAME=VALUE",
+                   help="override an interpretability threshold (repeatable; docs/validity.md), as in bias-harness "
+                        "report")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from bias_harness.plugins.paired import RunMismatch, compare_runs
     from bias_harness.report.compare import render_markdown
+    from bias_harness.report.verdicts import parse_thresholds
 
     if len(args.runs) < 2:
         print("bias-harness: error: compare: give at least two runs (RUN_A RUN_B)", file=sys.stderr)
         return 2
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     base, others = args.runs[0], args.runs[1:]
+    thresholds = parse_thresholds(args.threshold)
     try:
-        results = [compare_runs(base, other, tasks=tasks, unit=args.unit, iters=args.iters, seed=args.seed) for other in others]
+        results = [compare_runs(base, other, tasks=tasks, unit=args.unit, iters=args.iters, seed=args.seed,
+                                thresholds=thresholds) for other in others]
     except (RunMismatch, FileNotFoundError, ValueError) as err:
         print(f"bias-harness: error: compare: {err}", file=sys.stderr)
         return 2

@@ -13,13 +13,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--summary", type=Path, default=None,
                    help="Markdown file with a hand-written summary: text before the first '## ' heading goes at the top, "
                         "text under '## <work>' (section module name, e.g. demet, or its title) at the top of that section")
+    p.add_argument("--threshold", action="append", default=None, metavar="NAME=VALUE",
+                   help="override an interpretability threshold for every task (repeatable; names and defaults: "
+                        "docs/validity.md), e.g. --threshold min_valid=50")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from bias_harness.report import write_report
+    from bias_harness.report.verdicts import parse_thresholds
 
     out = args.out or args.run_dirs[0] / "report"
-    path = write_report(args.run_dirs, out, summary=args.summary)
+    path = write_report(args.run_dirs, out, summary=args.summary, thresholds=parse_thresholds(args.threshold))
     print(path)
     return 0

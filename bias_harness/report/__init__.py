@@ -10,7 +10,9 @@ Each work contributes a section, its ``plugins/<work>/report.py`` (found by :mod
     def metric_value(run, task, name) -> float   # optional: a metric the run did not aggregate, computed from its
                                                 #   samples (what the section's tables show; summary fields use it)
 
-A run with none of a section's tasks skips it. A section with ``points`` gets one
+After each section the report adds an "Interpretability" table: the verdict of every headline metric of its tasks
+that a work's ``plugins/<work>/validity.py`` judges (:mod:`bias_harness.report.verdicts`; ``metric_value`` supplies
+the breakdowns a verdict needs). A run with none of a section's tasks skips it. A section with ``points`` gets one
 comparison figure (every model side by side, CIs as error bars, :func:`comparison_plot`) in its section: under the
 heading when several models are reported, at the end with one model. Optional ``POINT_REFS``: a dict or a function
 metric label -> reference value (e.g. the ideal), drawn as a dashed line; ``POINT_REF_LABEL`` names it (default "ideal").
@@ -335,23 +337,31 @@ def _format_field(value: Any, how: str | None) -> str:
     return format(0.0, how or ".3f") if re.fullmatch(r"-0\.?0*", text) else text  # no "-0.0" for a tiny negative
 
 
-def fill_summary(text: str, runs: dict[str, "Run"], where: str = "summary") -> str:
+def fill_summary(text: str, runs: dict[str, "Run"], where: str = "summary",
+                 thresholds: dict[str, float] | None = None) -> str:
     """Replace every ``{{ model | task | metric [| format] }}`` by that metric of that run (the summaries type no numbers).
 
     ``model`` is a substring of the model label (e.g. ``smollm2``), ``metric`` a metric name of lm-eval's results,
-    ``format`` a format spec (default ``.3f``), ``pct`` (share -> ``12.3%``) or ``int``. A field with no such run or
-    metric becomes ``n/a`` with a warning naming the file and the field.
+    ``format`` a format spec (default ``.3f``), ``pct`` (share -> ``12.3%``), ``int`` or ``dir`` (the metric's
+    direction in words, stated only where its verdict passed and its 95% CI excludes the null value:
+    :func:`bias_harness.plugins.validity.direction`). A number whose interpretability verdict failed is followed by
+    "(not interpretable: reasons)" (``thresholds``: the report's overrides). A field with no such run or metric
+    becomes ``n/a`` with a warning naming the file and the field.
     """
+    from bias_harness.report.verdicts import Verdicts, field_text
+
+    checked = {label: Verdicts(r, thresholds) for label, r in runs.items()}
 
     def one(m: re.Match) -> str:
         model, task, metric, how = (g.strip() if g else None for g in m.groups())
-        found = [r for label, r in runs.items() if model in label and task in r.results]
-        value = found[0].metric(task, metric) if found else None
+        found = [(label, r) for label, r in runs.items() if model in label and task in r.results]
+        value = found[0][1].metric(task, metric) if found else None
         if value is None and found:
-            value = _section_value(found[0], task, metric)
+            value = _section_value(found[0][1], task, metric)
         if value is None:
             log.warning("%s: %s: no run of model '%s' with metric '%s' of task '%s'", where, m.group(0), model, metric, task)
-        return _format_field(value, how)
+            return _format_field(None, how)
+        return field_text(checked[found[0][0]], task, metric, how, _format_field(value, None if how == "dir" else how))
 
     return SUMMARY_FIELD.sub(one, text)
 
@@ -380,13 +390,20 @@ def _with_summary(markdown: str, text: str) -> str:
     return f"{head}\n\n**Summary.** {text}\n{body}"
 
 
-def write_report(run_dirs: list[str | Path], out_dir: str | Path, summary: str | Path | None = None) -> Path:
+def write_report(run_dirs: list[str | Path], out_dir: str | Path, summary: str | Path | None = None,
+                 thresholds: dict[str, float] | None = None) -> Path:
     """Write ``out_dir/README.md`` (+ plots): one section per work; with several models, one sub-section each.
 
     ``summary``: optional Markdown file (see :func:`read_summary`) with a hand-written paragraph per work.
+    ``thresholds``: overrides of the interpretability thresholds (:mod:`bias_harness.plugins.validity`); every
+    section ends with the verdicts of its tasks' headline metrics (:mod:`bias_harness.report.verdicts`).
     """
+    from bias_harness.report import verdicts
+
     runs = load_runs(*run_dirs)
-    notes = {k: fill_summary(v, runs, str(summary)) for k, v in read_summary(summary).items()} if summary else {}
+    checked = {m: verdicts.Verdicts(r, thresholds) for m, r in runs.items()}
+    texts = read_summary(summary) if summary else {}
+    notes = {k: fill_summary(v, runs, str(summary), thresholds) for k, v in texts.items()}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     parts = ["# bias-harness report", ""]
@@ -415,6 +432,7 @@ def write_report(run_dirs: list[str | Path], out_dir: str | Path, summary: str |
             parts.append(_with_summary(section.render(runs[model], out).rstrip(), _summary_for(section, notes)) + "\n")
             if figure:
                 parts.append(figure)
+            parts.append(verdicts.markdown(checked[model], tasks))
             continue
         parts.append(_with_summary(f"## {section.TITLE}", _summary_for(section, notes)) + "\n")
         if figure:
@@ -425,6 +443,7 @@ def write_report(run_dirs: list[str | Path], out_dir: str | Path, summary: str |
             (out / sub).mkdir(exist_ok=True)
             parts.append(f"### {short_label(model)}\n")
             parts.append(_nest(section.render(runs[model], out / sub), section.TITLE, sub) + "\n")
+            parts.append(_nest(verdicts.markdown(checked[model], tasks), "", None))
     rest = [(m, t) for m, r in runs.items() for t in r.tasks() if t not in covered[m]]
     if rest:
         parts.append("## Other tasks\n")

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from bias_harness.plugins.paired import ALPHA, Comparison, MetricComparison
+from bias_harness.plugins.validity import Verdict
 from bias_harness.report import fmt, short_label
 
 
@@ -20,6 +21,11 @@ def verdict(m: MetricComparison) -> str:
     if math.isnan(m.p):
         return "n/a"
     return "**yes**" if m.significant else "no"
+
+
+def interpretable(v: Verdict | None) -> str:
+    """A verdict in a table cell: yes, **no** (the reasons go below the table) or – (no verdict applies)."""
+    return "–" if v is None else "yes" if v.interpretable else "**no**"
 
 
 def _groups(cmp: Comparison) -> dict[tuple[str, str], list[MetricComparison]]:
@@ -63,17 +69,25 @@ def render_markdown(cmp: Comparison, out_dir: Path | None = None, heading: str =
              f"Differences are B − A on the same documents. 95% CI: percentile interval of {cmp.iters} paired bootstrap resamples "
              f"(seed {cmp.seed}) of the task's resampling unit, the metric recomputed with the task's own aggregation on each. "
              f"p: exact McNemar test where the metric is a share of binary per-document outcomes (documents with a defined "
-             f"outcome in both runs), else the two-sided paired-bootstrap p; significant: p < {ALPHA}.", ""]  # fmt: skip
+             f"outcome in both runs), else the two-sided paired-bootstrap p; significant: p < {ALPHA}. "
+             f"A / B interpretable: each run's interpretability verdict on the metric (docs/validity.md); a "
+             f"difference reads as a change in bias only where both passed.", ""]  # fmt: skip
     for (task, filt), metrics in _groups(cmp).items():
         first = metrics[0]
         lines += [f"{heading}# `{task}` (filter `{filt}`)", "",
                   f"Resampling unit: {first.unit} ({first.n_units} units, {first.n_docs} documents).", "",
-                  "| metric | A | B | B − A | 95% CI | p | test | significant |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+                  "| metric | A | B | B − A | 95% CI | p | test | significant | A interpretable | B interpretable "
+                  "| reads as |", "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for m in metrics:
             test = m.test + (f" (b={m.mcnemar_b}, c={m.mcnemar_c}, n={m.mcnemar_n})" if m.p_mcnemar is not None else "")
             diff = "–" if math.isnan(m.diff) else f"{m.diff:+.3f}"
             lines.append(f"| {m.metric} | {fmt(m.value_a)} | {fmt(m.value_b)} | {diff} | [{fmt(m.ci_lo)}, {fmt(m.ci_hi)}] | "
-                         f"{p_text(m.p)} | {test} | {verdict(m)} |")  # fmt: skip
+                         f"{p_text(m.p)} | {test} | {verdict(m)} | {interpretable(m.verdict_a)} | "
+                         f"{interpretable(m.verdict_b)} | {m.reads_as} |")  # fmt: skip
+        failed = [f"{m.metric} in {r} ({'; '.join(v.reasons)})" for m in metrics
+                  for r, v in (("A", m.verdict_a), ("B", m.verdict_b)) if v and not v.interpretable]
+        if failed:
+            lines += ["", "Not interpretable: " + "; ".join(failed) + "."]
         undefined = [m for m in metrics if m.n_undefined]
         if undefined:
             lines += ["", "Resamples where a metric was undefined in either run (left out of its CI and p): "

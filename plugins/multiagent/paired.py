@@ -11,7 +11,8 @@ from bias_harness.plugins.paired import Adapter, Unit
 def adapter() -> Adapter:
     from bias_harness.plugins.multiagent import metrics as mm
 
-    stats = ("bias_score", "pct_stereotypical", "pct_anti_stereotypical", "pct_neutral")
+    stats = ("bias_score", "bias_score_nondegenerate", "degenerate_rate", "pct_stereotypical", "pct_anti_stereotypical",
+             "pct_neutral")
 
     def source(metric: str) -> str:  # a response kind's statistics from its bias-score items (logged also without the breakdowns)
         return next((f"{r}_bias_score" for r in mm.RESPONSES if metric.startswith(f"{r}_")), metric)

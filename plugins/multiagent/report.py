@@ -7,7 +7,10 @@ without it they are computed here from the logged samples, with the tasks' own a
 
 from __future__ import annotations
 
+import json
 import math
+from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,20 @@ def points(run: Run) -> dict[str, Point]:
 POINT_REFS = lambda metric: 0.0  # noqa: E731  (as many anti-stereotypical as stereotypical assignments)
 
 
+@lru_cache(maxsize=16)
+def _logged_items(path: Path, mtime: float) -> tuple[dict[str, list[Any]], tuple[str, ...]]:
+    """(items per response kind, domains) of a samples file: every response kind's bias-score key holds every
+    document's item. Cached per file version (the report asks for many metrics of one task)."""
+    from bias_harness.plugins.multiagent import metrics as mm
+
+    with open(path, encoding="utf-8") as f:
+        samples = [json.loads(line) for line in f if line.strip()]
+    key = "{}_bias_score".format
+    logged = {r: [s[key(r)] for s in samples if isinstance(s.get(key(r)), list)] for r in RESPONSES}
+    items = {r: its for r, its in logged.items() if its}
+    return items, mm.domains_of(samples[0]["doc"]) if samples else ()
+
+
 class _Task:
     """One assignment task of a run: lm-eval's metrics, and its logged items for what lm-eval did not compute."""
 
@@ -49,25 +66,47 @@ class _Task:
         from bias_harness.plugins.multiagent import metrics as mm
 
         self.run, self.task = run, task
-        samples = run.samples(task)  # every response kind's bias-score key holds every document's item
-        self.items = {r: items for r in RESPONSES if (items := [s[f"{r}_bias_score"] for s in samples if isinstance(s.get(f"{r}_bias_score"), list)])}
-        self.keys = set(mm.metric_keys(list(self.items), mm.domains_of(samples[0]["doc"]))) if self.items else set()
+        path = run.sample_files.get(task)
+        self.items, domains = _logged_items(path, path.stat().st_mtime) if path else ({}, ())
+        self.keys = set(mm.metric_keys(list(self.items), domains)) if self.items else set()
 
-    def metric(self, resp: str, stat: str) -> Any:
-        """Metric ``<resp>_<stat>``: lm-eval's value, else (a breakdown of a run without the switch) the task's
-        aggregation on the logged items; None where the task has no such metric or the run no samples."""
+    def metric(self, resp: str | None, stat: str) -> Any:
+        """Metric ``<resp>_<stat>`` (``resp`` None: a metric over every response): lm-eval's value, else (a breakdown
+        of a run without the switch) the task's aggregation on the logged items; None where the task has no such
+        metric or the run no samples."""
         from bias_harness.plugins.multiagent.metrics import aggregate
 
-        key = f"{resp}_{stat}"
+        key = f"{resp}_{stat}" if resp else stat
         value = self.run.metric(self.task, key)
-        return aggregate(key, self.items[resp]) if value is None and key in self.keys else value
+        if value is not None or key not in self.keys or resp is None:  # (metrics over every response: headline)
+            return value
+        return aggregate(key, self.items[resp])
 
     def per_run(self, resp: str) -> dict[int, float]:
         """Per-run bias scores from the logged samples (empty without --log_samples)."""
-        from bias_harness.plugins.multiagent.metrics import RESPONSES as CODES
         from bias_harness.plugins.multiagent.metrics import run_values
 
-        return run_values(self.items[resp], CODES[resp], "bias_score") if resp in self.items else {}
+        return run_values(self.items[resp], "bias_score") if resp in self.items else {}
+
+    def notes(self, resp: str) -> str | None:
+        """Every note letter of the response kind's answers (``metrics.NOTES``; None: logged before notes existed)."""
+        from bias_harness.plugins.multiagent.metrics import notes_of
+
+        return notes_of(self.items[resp]) if resp in self.items else None
+
+
+def metric_value(run: Run, task: str, name: str) -> float | None:
+    """A multi-agent metric lm-eval did not aggregate (a breakdown), from the logged samples (None: not one)."""
+    from bias_harness.plugins.multiagent.metrics import TASK_STATS
+
+    if not matches(task):
+        return None
+    view = _Task(run, task)
+    resp = next((r for r in RESPONSES if name.startswith(f"{r}_")), None)
+    if resp is None and name not in TASK_STATS:
+        return None
+    value = view.metric(resp, name.removeprefix(f"{resp}_") if resp else name)
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _plot(path: Path, rows: list[tuple[str, dict[str, tuple[float, float, float]]]]) -> None:
@@ -111,14 +150,16 @@ def render(run: Run, out_dir: Path) -> str:
     assign = [t for t in tasks if _responses(run, t)]
     parts = [f"## {TITLE}", ""]
     parts.append(
-        "Each assignment is classified with the paper's balanced-pairs rule as stereotypical, anti-stereotypical or neutral; "
-        "bias score = (stereotypical - anti-stereotypical) / valid assignments, averaged over runs (sampled runs; character orders too with agent_order: permuted). "
-        "Invalid = unparseable assignment (excluded from the percentages, counted in the invalid rate)."
+        "Each assignment is classified with the paper's balanced-pairs rule as stereotypical, anti-stereotypical or "
+        "neutral; bias score = (stereotypical - anti-stereotypical) / valid assignments, averaged over runs (sampled "
+        "runs; character orders too with agent_order: permuted). Invalid = an answer the parser does not read "
+        "(excluded from the percentages, counted in the invalid rate; the rules: table \"Answers per parser rule\")."
     )
     parts.append("")
     if assign:
-        parts += ["| task | responses | % neutral | % stereotypical | % anti-stereotypical | bias score | 95% CI | run std | invalid rate |",
-                  "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        head = ["task", "responses", "valid (n)", "% neutral", "% stereotypical", "% anti-stereotypical", "bias score",
+                "95% CI", "run std", "invalid rate"]
+        parts += [_line(head), "|---" * len(head) + "|"]
         plot_rows: list[tuple[str, dict[str, tuple[float, float, float]]]] = []
         views = [_Task(run, t) for t in assign]
         for view in views:
@@ -127,18 +168,20 @@ def render(run: Run, out_dir: Path) -> str:
             for r in _responses(run, t):
                 m = lambda k: view.metric(r, k)  # noqa: E731
                 per[r] = (m("bias_score"), m("bias_score_ci_lo"), m("bias_score_ci_hi"))
-                parts.append(
-                    f"| {t} | {r.replace('_', ' ')} | {_pct(m('pct_neutral'))} | {_pct(m('pct_stereotypical'))} | "
-                    f"{_pct(m('pct_anti_stereotypical'))} | **{fmt(m('bias_score'))}** | [{fmt(m('bias_score_ci_lo'))}, "
-                    f"{fmt(m('bias_score_ci_hi'))}] | {fmt(m('bias_score_run_std'))} | {fmt(m('invalid_rate'))} |"
-                )
+                parts.append(_line([t, r.replace("_", " "), _count(m("n_valid")), _pct(m("pct_neutral")),
+                                    _pct(m("pct_stereotypical")), _pct(m("pct_anti_stereotypical")),
+                                    f"**{fmt(m('bias_score'))}**", _interval(m, "bias_score"),
+                                    fmt(m("bias_score_run_std")), fmt(m("invalid_rate"))]))
             plot_rows.append((t, per))
+        parts += ["", *_degenerate_table(views)]
         png = out_dir / "multiagent_bias_scores.png"
         _plot(png, plot_rows)
         parts += ["", f"![bias scores]({png.name})", ""]
+        parts += _rules_table(views)
         parts += _domain_table(views)
         parts += _runs_table(views)
-        parts += ["Paper Table 1 (bias scores of the authors' models, for orientation only: other models and sampling):", "",
+        parts += ["Paper Table 1 (bias scores of the authors' models on the Scenarios dataset, for orientation only: other "
+                  "models and sampling; the paper gives no such table for the Test set):", "",
                   "| model | no interaction | no goal first | no goal last | goal first | goal last |", "|---|---|---|---|---|---|"]  # fmt: skip
         for model, row in PAPER_TABLE1.items():
             parts.append(f"| {model} | " + " | ".join(fmt(v, 4) for v in row.values()) + " |")
@@ -189,3 +232,56 @@ def _runs_table(views: list[_Task]) -> list[str]:
         return ["(Per-run scores need `--log_samples`.)", ""]
     return ["Bias score per run:", "", "| task | responses | per run | min – max |", "|---|---|---|---|"] + rows + [""]
 
+
+def _line(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _interval(metric: Any, name: str) -> str:
+    return f"[{fmt(metric(f'{name}_ci_lo'))}, {fmt(metric(f'{name}_ci_hi'))}]"
+
+
+def _count(value: Any) -> str:
+    return fmt(int(value)) if isinstance(value, float) and value == value else fmt(value)
+
+
+def _degenerate_table(views: list[_Task]) -> list[str]:
+    """Degenerate assignments beside the paper's score: their share, and the score without them."""
+    rows = []
+    for view in views:
+        for r in _responses(view.run, view.task):
+            m = lambda k: view.metric(r, k)  # noqa: E731
+            rows.append(_line([view.task, r.replace("_", " "), _pct(m("degenerate_rate")), _pct(m("one_person_rate")),
+                               _pct(m("placeholder_rate")), fmt(m("bias_score")),
+                               f"**{fmt(m('bias_score_nondegenerate'))}**", _interval(m, "bias_score_nondegenerate")]))
+    return ["Degenerate assignments give every task to one gender (one person included): with as many male as "
+            "female tasks the balanced-pairs rule makes them ties, which the paper's \"else\" branch (`tie_rule: "
+            "anti`) counts anti-stereotypical. Placeholder answers copy the format's placeholders (share of all "
+            "answers; invalid).", "",
+            _line(["task", "responses", "% degenerate (of valid)", "% one person", "% placeholder answers",
+                   "bias score", "without degenerate", "95% CI"]), "|---" * 8 + "|", *rows, ""]
+
+
+def _rules_table(views: list[_Task]) -> list[str]:
+    """Answers per parser rule (every response kind), one column per task."""
+    from bias_harness.plugins.multiagent.metrics import NOTES
+
+    counts: dict[str, Counter] = {}
+    for view in views:
+        letters = [view.notes(r) for r in _responses(view.run, view.task)]
+        if any(n is None for n in letters):
+            continue  # logged before the notes existed
+        counts[view.task] = Counter("".join(letters))  # type: ignore[arg-type]
+    if not counts:
+        return []
+    shapes = {".": "valid (several people, both genders)", "g": "valid: every task to one gender",
+              "p": "valid: every task to one person"}
+    head = "| rule | reads as | " + " | ".join(t.removeprefix("multiagent_") for t in counts) + " |"
+    lines = ["Answers per parser rule (`plugins/multiagent/parse.py`, and the genders the answer states; every "
+             "response kind; tasks/multiagent/README.md, \"Parsing\"):", "", head, "|---|---|" + "---|" * len(counts)]
+    for letter, name in NOTES.items():
+        cells = [counts[t][letter] for t in counts]
+        if any(cells):
+            rule, reads = (shapes[letter], "valid") if letter in shapes else (f"`{name}`", "invalid")
+            lines.append(f"| {rule} | {reads} | " + " | ".join(map(str, cells)) + " |")
+    return lines + [""]
