@@ -23,9 +23,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from bias_harness.datasets_src.demet.builder import TOPICS
+from bias_harness.plugins.demet.metrics import topic_slug
 from bias_harness.plugins.validity import Direction, Verdict, failing, number
 
-_SUBSET = r"(?:_topic_[a-z_]+?|_egalitarian|_traditional|_other)?"
+# the subsets of the per-topic and per-scenario-type rows (so "..._floor", "..._perm_p" of a subset match nothing)
+_SUBSET = rf"(?:_topic_(?:{'|'.join(topic_slug(t) for t in TOPICS)})|_egalitarian|_traditional|_other)?"
 _GROUPS = {"woman": "women", "man": "men", "neutral": "gender-neutral names"}
 _PAIRS = (("woman", "man"), ("woman", "neutral"), ("neutral", "man"))
 
