@@ -17,9 +17,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from bias_harness.errors import check_writable
     from bias_harness.report import write_report
 
     out = args.out or args.run_dirs[0] / "report"
+    check_writable(out, "--out")
     path = write_report(args.run_dirs, out, summary=args.summary)
     print(path)
     return 0

@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from bias_harness.report import Point, Run, fmt, metric_point
+from bias_harness.report import Point, Run, fmt, metric_point, read_run_file
 
 TITLE = "DeMET: gender bias in relationship conflicts"
 ORDER = 10
@@ -76,8 +76,7 @@ def _file_items(path: str, mtime_ns: int) -> dict[str, list[Any]]:
     """metric key -> the lm-eval items of every logged sample of one samples file (breakdown keys included)."""
     from bias_harness.plugins.demet.metrics import ET_GPT4, ET_HUMAN, sample_results
 
-    with open(path, encoding="utf-8") as f:
-        samples = [json.loads(line) for line in f if line.strip()]
+    samples = read_run_file(path)
     pairs = [(s["doc"], s["filtered_resps"]) for s in samples if "relationship" in s.get("doc", {}) and s.get("filtered_resps")]
     levels = ET_GPT4 if any(d.get("et") == "other" for d, _ in pairs) else ET_HUMAN
     items: dict[str, list[Any]] = defaultdict(list)
