@@ -10,6 +10,11 @@ per config (with explicit ``Features``). :func:`build_dataset` writes them as a 
 The same folder is the local copy that tasks load (``load_dataset(folder, config)``) and exactly what
 ``bias-harness data push`` uploads. Builds go to a temporary folder that replaces the old copy only
 when everything succeeded, so a failed build never leaves a half-built dataset behind.
+
+A raw file whose sha256 differs from the pinned upstream file fails the build (after its records were validated, so
+that a damaged record is named first): a file that still parses may have lost records. With
+``allow_modified_raw=True`` (``--allow-modified-raw``) the build goes on, and the card and ``build_info.json`` say
+that the data differs from upstream, with the files' real sha256 and the real row counts.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from typing import TYPE_CHECKING, ClassVar
 import datasets
 
 from bias_harness import __version__, settings
-from bias_harness.datasets_src.raw import RawFile, fetch, sha256_of
+from bias_harness.datasets_src.raw import RawFile, RawSourceError, fetch, sha256_of
+from bias_harness.errors import check_writable
 
 if TYPE_CHECKING:
     from huggingface_hub import DatasetCardData
@@ -68,6 +74,37 @@ class DatasetBuilder:
 
     def fetch_all(self) -> dict[str, Path]:
         return {key: fetch(raw) for key, raw in self.raw_files.items()}
+
+    def pinned(self) -> dict[str, RawFile]:
+        """Every raw file the builder may read, by key (builders with optional files add theirs)."""
+        return {**getattr(self, "optional_files", {}), **self.raw_files}
+
+
+@dataclass(frozen=True)
+class Modified:
+    """A raw file used for a build that differs from its pinned upstream file."""
+
+    raw: RawFile
+    path: Path
+    sha256: str
+
+
+def modified_raw_files(builder: DatasetBuilder, files: dict[str, Path]) -> dict[str, Modified]:
+    pinned = builder.pinned()
+    shas = {key: sha256_of(path) for key, path in files.items()}
+    return {key: Modified(pinned[key], files[key], sha) for key, sha in shas.items() if sha != pinned[key].sha256}
+
+
+def _modified_error(name: str, modified: dict[str, Modified]) -> RawSourceError:
+    first = next(iter(modified.values()))
+    more = f" (and {len(modified) - 1} more file(s))" if len(modified) > 1 else ""
+    return RawSourceError(
+        f"{first.path}: sha256 {first.sha256[:16]}... differs from the pinned upstream file "
+        f"{first.raw.repo}@{first.raw.commit[:12]}:{first.raw.path} (sha256 {first.raw.sha256[:16]}...){more}: records "
+        f"may be missing or changed although every record is valid. Restore the authors' file, or build from it with "
+        f"`bias-harness data build {name} --allow-modified-raw` (the card then says that the data differs from "
+        "upstream)"
+    )
 
 
 def _size_category(n: int) -> str:
@@ -112,8 +149,30 @@ def card_data(builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict])
     )
 
 
-def render_card(builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict]) -> str:
-    """The dataset card (:class:`huggingface_hub.DatasetCard`): the Hub metadata of :func:`card_data` + prose sections."""
+def _modified_note(builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict],
+                   modified: dict[str, Modified]) -> str:
+    """The card's warning for a build from modified raw files: which files, their real sha256, the real row counts."""
+    counts = "; ".join(f"`{cfg}`: " + ", ".join(f"{s} {len(ds):,}" for s, ds in dd.items())
+                       for cfg, dd in configs.items())
+    files = "\n".join(f"> | `{m.raw.key}` | `{m.sha256}` | `{m.raw.sha256}` |" for m in modified.values())
+    return f"""> **This copy differs from the upstream data.** It was built with
+> `bias-harness data build {builder.name} --allow-modified-raw` from raw files whose content differs from the pinned
+> upstream files, so records may be missing, added or changed. Counts and figures in the text below describe the
+> upstream data, not this copy.
+>
+> Rows in this copy: {counts}.
+>
+> | raw file | sha256 of the file used | pinned upstream sha256 |
+> |---|---|---|
+{files}
+
+"""
+
+
+def render_card(builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict],
+                modified: dict[str, Modified] | None = None) -> str:
+    """The dataset card (:class:`huggingface_hub.DatasetCard`): the Hub metadata of :func:`card_data` + prose sections.
+    ``modified``: raw files that differ from upstream (the card then says so at the top and in its raw-file table)."""
     from huggingface_hub import DatasetCard
 
     card = builder.card
@@ -125,11 +184,20 @@ def render_card(builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict
         f"- `{cfg}`: " + ", ".join(f"`{k}` ({_type_name(v)})" for k, v in next(iter(dd.values())).features.items())
         for cfg, dd in configs.items()
     )
-    raw = "\n".join(f"| `{r.key}` | {r.repo} @ `{r.commit[:12]}` | `{r.path}` | `{r.sha256[:16]}…` |" for r in builder.raw_files.values())
+    modified = modified or {}
+    by_key = {m.raw.key: m for m in modified.values()}
+
+    def sha(r: RawFile) -> str:
+        pinned = f"`{r.sha256[:16]}…`"
+        return f"`{by_key[r.key].sha256[:16]}…` (modified; upstream {pinned})" if r.key in by_key else pinned
+
+    raw = "\n".join(f"| `{r.key}` | {r.repo} @ `{r.commit[:12]}` | `{r.path}` | {sha(r)} |"
+                     for r in builder.raw_files.values())
     org = settings.hub_org()
+    note = _modified_note(builder, configs, modified) if modified else ""
     body = f"""# {card.pretty_name}
 
-{card.summary}
+{note}{card.summary}
 
 ```python
 from datasets import load_dataset
@@ -187,33 +255,45 @@ def _type_name(feature) -> str:
     return type(feature).__name__
 
 
-def build_dataset(name: str | DatasetBuilder, out_root: Path | None = None) -> Path:
+def build_dataset(name: str | DatasetBuilder, out_root: Path | None = None, allow_modified_raw: bool = False) -> Path:
     """Build dataset ``name`` (or a builder instance) from its raw files into ``out_root/<name>`` and return that folder.
 
-    ``out_root`` defaults to the data dir (``BIAS_HARNESS_DATA_DIR``).
+    ``out_root`` defaults to the data dir (``BIAS_HARNESS_DATA_DIR``). A raw file that differs from its pinned
+    upstream file fails the build unless ``allow_modified_raw`` (see the module docstring).
     """
     from bias_harness.datasets_src.registry import get_builder
 
     builder = name if isinstance(name, DatasetBuilder) else get_builder(name)
     name = builder.name
     out_root = Path(out_root or settings.data_dir())
+    check_writable(out_root, f"dataset folder (--out or {settings.ENV_DATA_DIR})")
     out_root.mkdir(parents=True, exist_ok=True)
     final = out_root / name
     tmp = Path(tempfile.mkdtemp(dir=out_root, prefix=f".{name}.building-"))
     try:
         files = builder.fetch_all()
         configs = builder.build(files)
+        modified = modified_raw_files(builder, files)
+        if modified and not allow_modified_raw:
+            raise _modified_error(name, modified)
+        for m in modified.values():
+            log.warning("%s differs from the pinned upstream file (sha256 %s, upstream %s): building from it as asked; "
+                        "the card says so", m.path, m.sha256[:16], m.raw.sha256[:16])
         for cfg, dd in configs.items():
             for split, ds in dd.items():
                 if len(ds) == 0:
                     raise ValueError(f"{name}: config '{cfg}' split '{split}' is empty")
                 (tmp / cfg).mkdir(parents=True, exist_ok=True)
                 ds.to_parquet(str(tmp / cfg / f"{split}-00000-of-00001.parquet"))
-        (tmp / "README.md").write_text(render_card(builder, configs), encoding="utf-8")
+        (tmp / "README.md").write_text(render_card(builder, configs, modified), encoding="utf-8")
+        pinned = builder.pinned()
         info = {
             "dataset": name,
             "bias_harness_version": __version__,
-            "raw_files": {k: {"key": builder.raw_files[k].key, "sha256": sha256_of(p)} for k, p in files.items()},
+            "raw_files": {k: {"key": pinned[k].key, "sha256": modified[k].sha256 if k in modified else pinned[k].sha256}
+                          for k in files},
+            "modified_raw_files": {k: {"key": m.raw.key, "sha256": m.sha256, "upstream_sha256": m.raw.sha256}
+                                   for k, m in modified.items()},
             "configs": {cfg: {split: len(ds) for split, ds in dd.items()} for cfg, dd in configs.items()},
         }
         (tmp / "build_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")

@@ -23,7 +23,8 @@ Layout of the local store (one folder per work, next to the built datasets)::
 ``bias_harness.plugins.data.load("<work>_generated", "<config>", data_source="local")``.
 
 The API key is read from the environment variable named by the caller and is never logged or written:
-every string that leaves this module (rejects, summaries, error messages) passes through :func:`redact`.
+every string that leaves this module (rejects, summaries, error messages) passes through
+:func:`bias_harness.redact.redact`, which masks it (and any other token) wherever it shows up.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bias_harness.datasets_src.raw import RawDataError, load_jsonl, validate_records
+from bias_harness.redact import redact, remember
 
 log = logging.getLogger(__name__)
 
@@ -117,26 +119,6 @@ class Generator(Protocol):
         ...
 
 
-# ---------------------------------------------------------------- secrets
-
-
-def redact(text: Any, secret: str | None) -> Any:
-    """``text`` with every occurrence of ``secret`` replaced (non-strings are returned unchanged)."""
-    if not secret or not isinstance(text, str):
-        return text
-    return text.replace(secret, "***")
-
-
-def _redact_deep(value: Any, secret: str | None) -> Any:
-    if isinstance(value, str):
-        return redact(value, secret)
-    if isinstance(value, dict):
-        return {k: _redact_deep(v, secret) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact_deep(v, secret) for v in value]
-    return value
-
-
 # ---------------------------------------------------------------- the client
 
 
@@ -165,6 +147,7 @@ class ChatClient:
 
         self.settings = settings
         self.secret = os.environ.get(settings.api_key_env) or None
+        remember(self.secret or "")  # masked by bias_harness.redact in everything written, whatever the variable's name
         if self.secret is None:
             log.info("environment variable %s is not set: sending a placeholder API key", settings.api_key_env)
         self._client = openai.OpenAI(
@@ -188,9 +171,9 @@ class ChatClient:
             resp = self._client.chat.completions.create(**kwargs)
         except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as err:
             # configuration problems: every other request would fail the same way
-            raise GenerationSetupError(redact(f"{type(err).__name__} from {s.base_url}: {err}", self.secret)) from None
+            raise GenerationSetupError(redact(f"{type(err).__name__} from {s.base_url}: {err}")) from None
         except openai.OpenAIError as err:
-            return Answer(None, error=redact(f"{type(err).__name__}: {err}", self.secret))
+            return Answer(None, error=redact(f"{type(err).__name__}: {err}"))
         if not resp.choices:
             return Answer(None, error="the server returned no choices")
         choice = resp.choices[0]
@@ -444,7 +427,6 @@ def run_generation(
         raise GenerationSetupError(f"--n must be at least 1, not {n}")
     requests = generator.plan(n, seed)
     client = client or ChatClient(settings)
-    secret = client.secret
     started = time.time()
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started)) + f"-{store.config}-{uuid.uuid4().hex[:8]}"
     answers: dict[int, Answer] = {}
@@ -490,7 +472,7 @@ def run_generation(
     runs = store.folder / "runs"
     rejects_file = runs / f"{run_id}.rejects.jsonl"
     summary_file = runs / f"{run_id}.summary.json"
-    _atomic_write(rejects_file, "".join(json.dumps(_redact_deep(r, secret), ensure_ascii=False) + "\n" for r in rejects))
+    _atomic_write(rejects_file, "".join(json.dumps(redact(r), ensure_ascii=False) + "\n" for r in rejects))
     summary = RunSummary(
         work=generator.name, config=store.config, requested=len(requests), answered=len(answers), accepted=n_passed, appended=appended,
         already_present=n_passed - appended,
@@ -499,7 +481,7 @@ def run_generation(
     )
     payload = {**asdict(summary), "run_id": run_id, "seed": seed, "workers": workers, "client": settings.public(),
                "options": options or {}}
-    _atomic_write(summary_file, json.dumps(_redact_deep(payload, secret), indent=2, ensure_ascii=False) + "\n")
+    _atomic_write(summary_file, json.dumps(redact(payload), indent=2, ensure_ascii=False) + "\n")
     for r in rejects:
-        log.debug("rejected generation %d (%s): %s", r["index"], r["reason"], redact(r["detail"], secret))
+        log.debug("rejected generation %d (%s): %s", r["index"], r["reason"], redact(r["detail"]))
     return summary

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import logging
 import os
 import shutil
 import tempfile
@@ -19,8 +18,6 @@ from typing import Any
 import jsonschema
 
 from bias_harness import settings
-
-log = logging.getLogger(__name__)
 
 
 class RawSourceError(RuntimeError):
@@ -76,16 +73,15 @@ def _how_to_provide(raw: RawFile) -> str:
 def fetch(raw: RawFile, timeout: float = 30.0) -> Path:
     """Local path of ``raw``: from ``BIAS_HARNESS_RAW_DIR`` if set, else the download cache (downloading once).
 
-    Downloads must match ``raw.sha256`` exactly. A file found in the raw folder that differs from the
-    pinned checksum is used with a warning (it may be a deliberate local edit); schema validation still applies.
+    Downloads must match ``raw.sha256`` exactly. A file found in the raw folder is returned as it is: a build
+    compares its checksum after validating its records (``base.build_dataset``: a differing file fails the build
+    unless the user allows it), so that a damaged file is reported by record and field first.
     """
     root = settings.raw_dir()
     if root is not None:
         local = root / raw.key
         if not local.is_file():
             raise RawSourceError(f"Raw file '{raw.key}' not found in {settings.ENV_RAW_DIR}={root}. " + _how_to_provide(raw))
-        if sha256_of(local) != raw.sha256:
-            log.warning("%s differs from the pinned upstream file (sha256 mismatch); building from it anyway", local)
         return local
 
     cached = settings.download_dir() / raw.key
@@ -147,8 +143,16 @@ def validate_records(
     return records
 
 
+def non_empty(records: list[Any], path: Path, what: str) -> list[Any]:
+    """``records``, or a :class:`RawDataError` when a raw file that parses holds none (``what``: how it looks)."""
+    if not records:
+        raise RawDataError(path, "top level", "<records>", f"no records ({what}); restore the authors' file")
+    return records
+
+
 def read_csv(path: Path, schema: dict[str, Any], id_field: str | None = None) -> list[dict[str, Any]]:
-    """Read a CSV (header row) and validate it. Missing columns are reported once, before the rows."""
+    """Read a CSV (header row) and validate it. Missing columns are reported once, before the rows; a file with
+    no rows is an error."""
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         header = reader.fieldnames or []
@@ -156,11 +160,15 @@ def read_csv(path: Path, schema: dict[str, Any], id_field: str | None = None) ->
         missing = [c for c in required if c not in header]
         if missing:
             raise RawDataError(path, "header", missing[0], f"required column is missing (header has {header})")
-        rows = list(reader)
+        rows = non_empty(list(reader), path, "a header without rows")
     for i, row in enumerate(rows, start=1):
         if None in row:  # more cells than header columns
             raise RawDataError(path, f"row {i}", "<extra cells>", f"row has {len(header) + len(row[None])} cells, header has {len(header)}")
     return validate_records(rows, schema, path, id_field, row_label="row")
+
+
+def _json_error(err: json.JSONDecodeError) -> str:
+    return f"not valid JSON at column {err.colno} ({err.msg})"
 
 
 def load_json(path: Path) -> Any:
@@ -168,7 +176,7 @@ def load_json(path: Path) -> Any:
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise RawDataError(path, f"line {err.lineno}", "<json>", f"not valid JSON: {err.msg}") from err
+        raise RawDataError(path, f"line {err.lineno}", "<json>", _json_error(err)) from err
 
 
 def load_jsonl(path: Path) -> list[Any]:
@@ -181,18 +189,18 @@ def load_jsonl(path: Path) -> list[Any]:
             try:
                 records.append(json.loads(line))
             except json.JSONDecodeError as err:
-                raise RawDataError(path, f"line {lineno}", "<json>", f"not valid JSON: {err.msg}") from err
+                raise RawDataError(path, f"line {lineno}", "<json>", _json_error(err)) from err
     return records
 
 
 def read_json(path: Path, schema: dict[str, Any], id_field: str | None = None) -> list[dict[str, Any]]:
-    """Read a JSON array of records and validate each one."""
+    """Read a non-empty JSON array of records and validate each one."""
     data = load_json(path)
     if not isinstance(data, list):
         raise RawDataError(path, "top level", "<json>", f"expected a JSON array of records, got {type(data).__name__}")
-    return validate_records(data, schema, path, id_field)
+    return validate_records(non_empty(data, path, "an empty JSON array"), schema, path, id_field)
 
 
 def read_jsonl(path: Path, schema: dict[str, Any], id_field: str | None = None) -> list[dict[str, Any]]:
-    """Read JSON Lines (blank lines skipped) and validate each record; line numbers name the records."""
-    return validate_records(load_jsonl(path), schema, path, id_field, row_label="line")
+    """Read JSON Lines (blank lines skipped, at least one record) and validate each record; line numbers name them."""
+    return validate_records(non_empty(load_jsonl(path), path, "no JSON line"), schema, path, id_field, row_label="line")

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bias_harness.redact import redact
+
 log = logging.getLogger(__name__)
 
 Z95 = 1.959963984540054
@@ -110,14 +112,15 @@ def evaluate(args: dict[str, Any] | None, settings: EvalSettings, lm: Any = None
     )
     if out is None:  # non-zero rank under accelerate
         return {}
+    out = redact(out)  # lm-eval records model_args and metadata (merged) in every task config
     if run_dir is not None:  # lm-eval's results_*.json + samples_*.jsonl, for `bias-harness compare`
         from bias_harness.plugins.paired import save_run
 
         save_run(out, run_dir)
     results = {t: {k: _clean(v) for k, v in res.items() if k != "alias"} for t, res in out["results"].items()}
     result = {
-        "model_args": {k: str(v) for k, v in (args or {}).items()},
-        "settings": settings.to_dict(),
+        "model_args": redact({k: str(v) for k, v in (args or {}).items()}),
+        "settings": redact(settings.to_dict()),
         "results": results,
         "n_samples": {t: n for t, n in out.get("n-samples", {}).items()},
         "versions": {t: _clean(v) for t, v in out.get("versions", {}).items()},

@@ -26,6 +26,7 @@ from bias_harness import __version__, settings
 from bias_harness.datasets_src.base import PROJECT_URL
 from bias_harness.mitigation.evaluate import MetricRow, metric_rows
 from bias_harness.mitigation.recipes import Recipe
+from bias_harness.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -325,7 +326,7 @@ def write(folder: Path, data: CardData, repo_id: str | None = None) -> Path:
     if data.comparison is None and data.eval_dir is not None and data.before and data.after:
         settings_ = data.after.get("settings", {})
         data.comparison = compare_before_after(data.eval_dir, settings_.get("bootstrap_iters"), settings_.get("seed"))
-    (folder / "README.md").write_text(render(data, repo_id), encoding="utf-8")
+    (folder / "README.md").write_text(redact(render(data, repo_id)), encoding="utf-8")
     summary = {
         "recipe": data.recipe.name,
         "base_model": data.base_model,
@@ -338,5 +339,5 @@ def write(folder: Path, data: CardData, repo_id: str | None = None) -> Path:
     }
     if data.comparison is not None:
         summary["comparison"] = data.comparison.to_dict()
-    (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (folder / SUMMARY_FILE).write_text(json.dumps(redact(summary), indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return folder / "README.md"

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from bias_harness.errors import check_writable
 from bias_harness.mitigation import evaluate as ev
 from bias_harness.mitigation import recipes_dir
 from bias_harness.mitigation import model_card
@@ -101,6 +102,9 @@ def _evaluate_cached(path: Path, args: dict[str, Any], settings: ev.EvalSettings
 def run(opts: MitigateOptions) -> MitigateResult:
     recipe = get_recipe(opts.recipe)
     out = Path(opts.output).resolve()
+    check_writable(out, "--output")  # every output location, before any evaluation or training
+    if opts.dry_run is not None:
+        check_writable(opts.dry_run, "--dry-run")
     overrides = {"model_name_or_path": opts.model, "output_dir": str(out / "checkpoints"), "dataset_name": str(out / "data")}
     overrides.update(opts.overrides)
     cfg = parse_config(recipe, overrides)

@@ -9,18 +9,17 @@ parses the card (``datasets_src.publish.check_card``: a card whose metadata the 
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 from bias_harness.datasets_src.publish import push_folder
+from bias_harness.redact import known_secrets
 
 log = logging.getLogger(__name__)
 
-TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-
-
 def _tokens() -> list[str]:
-    found = [os.environ[v] for v in TOKEN_ENV if os.environ.get(v)]
+    """The secrets a folder must not contain: the environment's and the command line's (:mod:`bias_harness.redact`)
+    and the Hugging Face login token."""
+    found = known_secrets()
     try:
         from huggingface_hub import get_token
 
@@ -33,7 +32,7 @@ def _tokens() -> list[str]:
 
 
 def check_no_token(folder: Path) -> None:
-    """Raise if any file under ``folder`` contains the Hub token (never says which token)."""
+    """Raise if any file under ``folder`` contains a token or key (never says which)."""
     tokens = [t.encode() for t in _tokens()]
     if not tokens:
         return
@@ -41,7 +40,7 @@ def check_no_token(folder: Path) -> None:
         if path.is_file():
             blob = path.read_bytes()
             if any(t in blob for t in tokens):
-                raise RuntimeError(f"refusing to upload: {path} contains the Hugging Face token")
+                raise RuntimeError(f"refusing to upload: {path} contains the Hugging Face token or another secret")
 
 
 def push_model(folder: Path, repo_id: str, private: bool = False, dry_run_dir: Path | None = None) -> str:

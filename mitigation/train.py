@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bias_harness.mitigation.recipes import Recipe, RecipeError
+from bias_harness.redact import redact, redact_object_attributes
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +34,13 @@ class ParsedConfig:
     mixture: Any | None  # DatasetMixtureConfig (unused by our recipes)
 
     def as_dict(self) -> dict[str, Any]:
-        """The full resolved configuration (for the model card), without secrets."""
+        """The full resolved configuration (for the model card and ``recipe.yaml``), secrets masked."""
         out: dict[str, Any] = {}
         for part in (self.script, self.model, self.training):
             if part is None:
                 continue
-            values = part.to_dict() if hasattr(part, "to_dict") else dict(vars(part))
-            out.update({k: v for k, v in values.items() if "token" not in k})
-        return out
+            out.update(part.to_dict() if hasattr(part, "to_dict") else dict(vars(part)))
+        return redact(out)
 
 
 def _flags(overrides: dict[str, Any]) -> list[str]:
@@ -144,6 +144,7 @@ def train(recipe: Recipe, cfg: ParsedConfig, train_data, eval_data=None, resume:
     common = dict(
         model=cfg.model.model_name_or_path,
         args=args,
+        callbacks=[redacting_callback()],
         train_dataset=train_data,
         eval_dataset=eval_data if args.eval_strategy != "no" else None,
         peft_config=get_peft_config(cfg.model),
@@ -165,7 +166,31 @@ def train(recipe: Recipe, cfg: ParsedConfig, train_data, eval_data=None, resume:
     if trainer.processing_class is not None:
         trainer.processing_class.save_pretrained(str(final))
     trainer.state.save_to_json(str(final / "trainer_state.json"))
+    redact_training_args(final)
     return final
+
+
+def redacting_callback() -> Any:
+    """A trainer callback that masks the secrets of the ``training_args.bin`` saved with each checkpoint."""
+    from transformers import TrainerCallback
+
+    class RedactSavedArgs(TrainerCallback):
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.is_world_process_zero:
+                redact_training_args(Path(args.output_dir) / f"checkpoint-{state.global_step}")
+
+    return RedactSavedArgs()
+
+
+def redact_training_args(folder: Path) -> None:
+    """Rewrite ``folder/training_args.bin`` (transformers pickles the whole ``TrainingArguments`` there, a
+    ``hub_token`` given with ``--set`` included) with its secret-named fields masked. Resuming does not read it."""
+    import torch
+    from transformers.trainer import TRAINING_ARGS_NAME
+
+    path = Path(folder) / TRAINING_ARGS_NAME
+    if path.is_file():
+        torch.save(redact_object_attributes(torch.load(path, weights_only=False)), path)
 
 
 def is_adapter(folder: str | Path) -> bool:

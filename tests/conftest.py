@@ -67,3 +67,22 @@ def smollm2_path() -> str:
         return str(prepare_model("smollm2"))
     except ImportError as err:  # the package is installed by scripts/setup.sh
         pytest.skip(f"SmolLM2 package not installed: {err}")
+
+
+@pytest.fixture(scope="session")
+def sentinel_run(tiny_causal_lm: str, tmp_path_factory: pytest.TempPathFactory):
+    """One ``bias-harness eval`` of ``demet_mc`` (2 documents, samples logged) on the tiny model, with sentinel secrets
+    on the command line (``token=`` in ``--model_args``, ``api_key`` in ``--metadata``) and in the environment
+    (``HF_TOKEN``, ``OPENAI_API_KEY``): (run folder, the finished process). Shared by the secret and damaged-file
+    tests."""
+    import json
+
+    from tests.helpers import SECRETS_ARGV, SECRETS_ENV, run_cli
+
+    cwd = tmp_path_factory.mktemp("sentinel_run")
+    model_args = f"pretrained={tiny_causal_lm},token={SECRETS_ARGV['model_args']}"
+    proc = run_cli(["eval", "--model", "hf", "--model_args", model_args,
+                    "--tasks", "demet_mc", "--limit", "2", "--output_path", "run", "--log_samples",
+                    "--metadata", json.dumps({"api_key": SECRETS_ARGV["metadata"]})], cwd, **SECRETS_ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return cwd / "run", proc

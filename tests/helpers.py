@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -90,3 +91,37 @@ def scripted_lm(answer: Callable[[str], str] | None = None, loglik: Callable[[st
             return [loglik(r.args[0], "") if loglik else 0.0 for r in requests]
 
     return ScriptedLM()
+
+
+# ---------------------------------------------------------------- running the CLI as a user would
+
+CLI = Path(sys.executable).parent / "bias-harness"
+# sentinel secrets: on the command line (--model_args, --metadata, --set) and in the environment
+SECRETS_ARGV = {"model_args": "hf_ARGVsentinelModelArgs0001", "metadata": "META-sentinel-api-key-0002",
+                "set": "hf_ARGVsentinelHubToken0003"}
+SECRETS_ENV = {"HF_TOKEN": "hf_ENVsentinelHfToken0004", "OPENAI_API_KEY": "sk-ENVsentinelOpenAiKey0005"}
+
+
+def drop_root_override() -> None:
+    """``preexec_fn`` for a child run as root: drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the capability
+    bounding set, so that after ``exec`` file permission bits bind the child as they bind a user (a 0555 folder is
+    read-only). Not needed (and not called) for other users."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+
+def run_cli(args: list, cwd: Path, *, unprivileged: bool = False, timeout: int = 900, **env: str):
+    """The installed ``bias-harness`` in a subprocess from ``cwd`` (``BIAS_HARNESS_DEBUG`` unset); ``unprivileged``:
+    file permissions bind it even when the tests run as root (:func:`drop_root_override`)."""
+    import os
+    import subprocess
+
+    full = {k: v for k, v in os.environ.items() if k != "BIAS_HARNESS_DEBUG"}
+    full.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", **env)
+    preexec = drop_root_override if unprivileged and os.geteuid() == 0 else None
+    return subprocess.run([str(CLI), *map(str, args)], cwd=cwd, env=full, capture_output=True, text=True,
+                          timeout=timeout, preexec_fn=preexec)

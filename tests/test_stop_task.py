@@ -102,6 +102,31 @@ def test_stop_no_early_stop_and_human_file(stop_data, raw, tmp_path: Path) -> No
     assert r["human_alignment,none"] == pytest.approx(2 / 3) and r["human_mae,none"] == pytest.approx(0.2 / 3)
 
 
+@pytest.mark.parametrize("content,error", [
+    (None, r"STOP human_file '.*nosuch\.csv' does not exist"),
+    ("progression_id,sensitivity\n1,0.5\n2,1.5\n", r"human\.csv: row 2: field 'sensitivity': 1\.5 is outside \[0, 1\]"),
+    ("progression_id,sensitivity\n", r"human\.csv: no rows"),
+    ('{"progression_id": 1, "sensitivity": 0.5}\n\n{"progression_id": 2 "sensitivity": 1}\n',
+     r"human\.jsonl: line 3: not valid JSON at column 22 \(Expecting ',' delimiter\)"),
+], ids=["missing", "out of range", "no rows", "malformed line"])
+def test_bad_human_file_fails_when_the_task_is_built(stop_data, tmp_path: Path, content: str | None,
+                                                     error: str) -> None:
+    """The human file is read when lm-eval builds the task: a bad one fails before any model call."""
+    import lm_eval
+
+    import bias_harness
+    from bias_harness.errors import UserError
+
+    human = tmp_path / ("nosuch.csv" if content is None else "human.jsonl" if content.startswith("{") else "human.csv")
+    if content is not None:
+        human.write_text(content, encoding="utf-8")
+    lm = scripted_lm(lambda prompt: "Yes")
+    tm = bias_harness.task_manager(include_defaults=False, metadata={"human_file": str(human)})
+    with pytest.raises(UserError, match=error):
+        lm_eval.simple_evaluate(model=lm, tasks=["stop"], task_manager=tm, limit=2)
+    assert lm.calls == []
+
+
 def test_stop_upstream_variant_prompt(stop_data, raw) -> None:
     import lm_eval
 

@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from bias_harness.errors import check_writable
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="paired comparison (difference, paired-bootstrap CI, p-value) of runs on the same documents")
@@ -39,6 +41,8 @@ def _run(args: argparse.Namespace) -> int:
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     base, others = args.runs[0], args.runs[1:]
     thresholds = parse_thresholds(args.threshold)
+    if not args.json:
+        check_writable(args.out or others[0] / "compare", "--out")
     try:
         results = [compare_runs(base, other, tasks=tasks, unit=args.unit, iters=args.iters, seed=args.seed,
                                 thresholds=thresholds) for other in others]

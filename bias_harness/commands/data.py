@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from bias_harness.errors import check_writable
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("data", help="build, list and publish the datasets")
@@ -14,6 +16,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     b = dsub.add_parser("build", help="build NAME (or all) from raw files into BIAS_HARNESS_DATA_DIR")
     b.add_argument("name", help="dataset name, or 'all'")
     b.add_argument("--out", type=Path, default=None, help="output root (default: BIAS_HARNESS_DATA_DIR)")
+    b.add_argument("--allow-modified-raw", action="store_true",
+                   help="build even from raw files whose sha256 differs from the pinned upstream files (the card then "
+                        "says that the data differs from upstream, with the real sha256 and row counts)")
     b.set_defaults(func=_build)
 
     ls = dsub.add_parser("list", help="list the datasets, their raw files and whether a local copy exists")
@@ -41,7 +46,7 @@ def _build(args: argparse.Namespace) -> int:
 
     names = list(builders()) if args.name == "all" else [args.name]
     for name in names:
-        folder = build_dataset(name, args.out)
+        folder = build_dataset(name, args.out, allow_modified_raw=args.allow_modified_raw)
         print(f"{name}: {folder}")
     return 0
 
@@ -53,6 +58,8 @@ def _list(args: argparse.Namespace) -> int:
     for name, cls in builders().items():
         built = local_path(name)
         state = f"built at {built}" if (built / "README.md").is_file() else "not built"
+        if _modified_raw(built):
+            state += ", from modified raw files"
         print(f"{name:16s} {cls.card.pretty_name} [{cls.card.license}] ({state})")
         for raw in cls.raw_files.values():
             print(f"    {raw.key}  <- {raw.repo}@{raw.commit[:12]}:{raw.path}")
@@ -67,6 +74,21 @@ def _push(args: argparse.Namespace) -> int:
     if not (folder / "README.md").is_file():
         print(f"bias-harness: error: no built copy of {args.name} at {folder}; run `bias-harness data build {args.name}` first", file=sys.stderr)
         return 2
+    if args.dry_run is not None:
+        check_writable(args.dry_run, "--dry-run")
+    if modified := _modified_raw(folder):
+        print(f"bias-harness: warning: {args.name} was built from raw files that differ from upstream "
+              f"({', '.join(modified)}); its card says so", file=sys.stderr)
     where = push_folder(folder, args.repo_id, private=args.private, dry_run_dir=args.dry_run)
     print(where)
     return 0
+
+
+def _modified_raw(folder: Path) -> list[str]:
+    """The raw files a built copy was made from that differ from upstream (``build_info.json``)."""
+    import json
+
+    info = folder / "build_info.json"
+    if not info.is_file():
+        return []
+    return [m["key"] for m in json.loads(info.read_text(encoding="utf-8")).get("modified_raw_files", {}).values()]

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from bias_harness.cli import json_object
+from bias_harness.errors import check_writable
+from bias_harness.redact import redact_argv
 
 
 def _limit(value: str) -> int | float:
@@ -62,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _command(args: argparse.Namespace) -> str:
-    """The exact command line (canonical form) for the model card."""
+    """The exact command line (canonical form) for the model card, secrets masked (``--set hub_token=***``)."""
     parts = ["bias-harness", "mitigate", args.recipe, "--model", str(args.model)]
     for flag, value in (("--output", args.output), ("--setting", args.setting), ("--eval-tasks", args.eval_tasks),
                         ("--limit", args.limit), ("--max-train-rows", args.max_train_rows), ("--push-to", args.push_to),
@@ -74,7 +76,7 @@ def _command(args: argparse.Namespace) -> str:
     parts += ["--private"] * args.private + ["--skip-eval"] * args.skip_eval
     if args.metadata:
         parts += ["--metadata", json.dumps(args.metadata)]
-    return shlex.join(parts)
+    return shlex.join(redact_argv(parts))
 
 
 def _list() -> int:
@@ -98,6 +100,7 @@ def _run(args: argparse.Namespace) -> int:
         recipe = get_recipe(args.recipe)
         opts = DataOptions(setting=args.setting, max_train_rows=args.max_train_rows)
         if args.export_data:
+            check_writable(args.export_data, "--export-data")
             data = build_training_data(recipe, opts)
             print(save_training_data(recipe, data, args.export_data, opts))
             return 0
@@ -107,6 +110,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.provider == "openai":
             from bias_harness.mitigation.openai_ft import run_openai
 
+            check_writable(args.output or Path("runs") / recipe.name, "--output")
             return run_openai(recipe, args.model, opts, args.output or Path("runs") / recipe.name, wait=args.wait)
         from bias_harness.mitigation.pipeline import MitigateOptions, run
 

@@ -20,10 +20,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from bias_harness.errors import check_writable
     from bias_harness.report import write_report
     from bias_harness.report.verdicts import parse_thresholds
 
     out = args.out or args.run_dirs[0] / "report"
-    path = write_report(args.run_dirs, out, summary=args.summary, thresholds=parse_thresholds(args.threshold))
+    thresholds = parse_thresholds(args.threshold)
+    check_writable(out, "--out")
+    path = write_report(args.run_dirs, out, summary=args.summary, thresholds=thresholds)
     print(path)
     return 0

@@ -20,7 +20,6 @@ metric label -> reference value (e.g. the ideal), drawn as a dashed line; ``POIN
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -31,6 +30,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from bias_harness.redact import redact
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +53,7 @@ class Run:
 
     def samples(self, task: str) -> list[dict[str, Any]]:
         path = self.sample_files.get(task)
-        if not path:
-            return []
-        with open(path, encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+        return read_run_file(path) if path else []
 
     def metric(self, task: str, name: str, filt: str | None = None) -> Any:
         res = self.results.get(task, {})
@@ -66,6 +63,22 @@ class Run:
             if key.split(",")[0] == name:
                 return value
         return None
+
+
+def read_run_file(path: str | Path) -> Any:
+    """An lm-eval output file: ``samples_*.jsonl`` (a list, one record per line) or ``results_*.json``. A damaged
+    file (cut short by an interrupted run, edited) is a one-line :class:`~bias_harness.errors.BadInput` naming the
+    file and the line."""
+    from bias_harness.datasets_src.raw import RawDataError, load_json, load_jsonl
+    from bias_harness.errors import BadInput
+
+    path = Path(path)
+    try:
+        return load_jsonl(path) if path.suffix == ".jsonl" else load_json(path)
+    except (RawDataError, UnicodeDecodeError) as err:
+        where = f"{err.record}: {err.detail}" if isinstance(err, RawDataError) else f"not UTF-8 text ({err.reason})"
+        raise BadInput(f"{path}: {where}; the file is damaged or cut short (an interrupted run?): run the task again "
+                       "to rewrite it, or move the file out of the run folder") from None
 
 
 def _result_files(run_dirs: tuple[str | Path, ...]) -> list[tuple[Path, Path]]:
@@ -115,7 +128,7 @@ def backend_label(data: dict[str, Any]) -> str:
 
 
 def _model_label(cfg: dict[str, Any]) -> str:
-    args = cfg.get("model_args", "")
+    args = redact(cfg.get("model_args", ""))  # plain lm_eval records a token=... of --model_args as it was given
     if isinstance(args, dict):  # lm-eval 0.4.13 records the parsed dict
         args = ",".join(f"{k}={v}" for k, v in args.items())
     return f"{cfg.get('model', '?')} ({args})"
@@ -143,7 +156,7 @@ def load_run(*run_dirs: str | Path) -> Run:
     """Merge every ``results_*.json`` (newest last wins) and ``samples_*.jsonl`` under the given folders."""
     run = Run()
     for run_dir, path in _result_files(run_dirs):
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_run_file(path)
         _add_results(run, path, data, source_label(run_dir, path, data, prefix=len(run_dirs) > 1))
     return run
 
@@ -152,7 +165,7 @@ def load_runs(*run_dirs: str | Path) -> dict[str, Run]:
     """Like :func:`load_run`, but one :class:`Run` per model (model + model_args), in first-seen order."""
     runs: dict[str, Run] = {}
     for run_dir, path in _result_files(run_dirs):
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_run_file(path)
         label = source_label(run_dir, path, data, prefix=len(run_dirs) > 1)
         _add_results(runs.setdefault(_model_label(data.get("config", {})), Run()), path, data, label)
     return runs
@@ -453,5 +466,5 @@ def write_report(run_dirs: list[str | Path], out_dir: str | Path, summary: str |
                 if k != "alias" and not k.endswith("_stderr"):
                     parts.append(f"| {short_label(m)} | {t} | {k} | {fmt(v)} |")
     path = out / "README.md"
-    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    path.write_text(redact("\n".join(parts) + "\n"), encoding="utf-8")
     return path

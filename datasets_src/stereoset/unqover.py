@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import datasets
 
 from bias_harness.datasets_src.base import CardInfo, DatasetBuilder
-from bias_harness.datasets_src.raw import RawDataError, RawFile
+from bias_harness.datasets_src.raw import RawDataError, RawFile, non_empty
 
 UNQOVER = ("allenai/unqover", "d37c70f6f2640a83b5eed3eb910b0159059e3601")
 REFINE = ("rameez-mrq/refine-lm-submission", "3f2f900dcd94231cb15d5b9ac706b553b27c1059")
@@ -79,8 +79,10 @@ _SLOT = re.compile(r"\[([pl]_act(?:-single)?)\]")
 
 
 def read_lines(path: Path) -> list[tuple[int, str]]:
-    return [(i, line.rstrip("\n")) for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-            if line.strip() and not line.lstrip().startswith("#")]  # fmt: skip
+    """(line number, line) of every line that is not blank or a comment; a file without one is an error."""
+    lines = [(i, line.rstrip("\n")) for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if line.strip() and not line.lstrip().startswith("#")]  # fmt: skip
+    return non_empty(lines, path, "no line that is not blank or a comment")
 
 
 def read_subjects(path: Path) -> dict[str, list[str]]:

@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from bias_harness.report import Point, Run, fmt, metric_point
+from bias_harness.report import Point, Run, fmt, metric_point, read_run_file
 
 TITLE = "DeMET: gender bias in relationship conflicts"
 ORDER = 10
@@ -100,8 +100,7 @@ def _file_items(path: str, mtime_ns: int) -> dict[str, list[Any]]:
     task's or ``demet_names``'s."""
     from bias_harness.plugins.demet.metrics import ET_GPT4, ET_HUMAN, process_results_names, sample_results
 
-    with open(path, encoding="utf-8") as f:
-        records = [json.loads(line) for line in f if line.strip()]
+    records = read_run_file(path)
     samples = [(s.get("doc", {}), s.get("filtered_resps")) for s in records]
     levels = ET_GPT4 if any(d.get("et") == "other" for d, _ in samples) else ET_HUMAN
     items: dict[str, list[Any]] = defaultdict(list)

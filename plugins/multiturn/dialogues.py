@@ -108,6 +108,8 @@ class Dialogue:
     * :meth:`record` -> receives ``{key: answer}`` for exactly the prompts of that step;
     * :meth:`result` -> a JSON string (the logged response; ``process_results`` gets it as ``results[0]``).
       It should hold the whole transcript: ``{"transcript": [{"round", "speaker", "role", "text", ...}], ...}``.
+
+    and may override the classmethod :meth:`check_settings` (the task calls it when it is built).
     """
 
     def __init__(self, doc: dict, *, system_instruction: str | None = None, **kwargs: Any) -> None:
@@ -116,6 +118,11 @@ class Dialogue:
         self.doc = doc
         self.system_instruction = system_instruction
         self.transcript: list[dict[str, Any]] = []
+
+    @classmethod
+    def check_settings(cls, kwargs: dict[str, Any]) -> None:
+        """Called once with the task's dialogue kwargs when the task is built, before any model call: raise for a
+        setting that would only fail later (an input file it reads, say). Nothing to check by default."""
 
     def next_prompts(self) -> list[Prompt]:
         raise NotImplementedError

@@ -351,6 +351,7 @@ class MultiTurnTask(BreakdownTask):
         dkw = dict(md.get("dialogue_kwargs") or {})
         for name in _dialogue_params(cls) & set(md):  # flat --metadata overrides
             dkw[name] = md[name]
+        cls.check_settings(dkw)
         self._dialogue_kwargs = dkw
         self._system_instruction: str | None = None
 

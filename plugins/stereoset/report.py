@@ -8,7 +8,7 @@ from pathlib import Path
 
 from functools import lru_cache
 
-from bias_harness.report import Point, Run, fmt, subset_note
+from bias_harness.report import Point, Run, fmt, read_run_file, subset_note
 
 TITLE = "StereoSet: stereotypical bias (lms, ss, icat)"
 ORDER = 40
@@ -44,10 +44,7 @@ def _task_items(run: Run, task: str) -> tuple[tuple, ...] | None:
 
 @lru_cache(maxsize=8)
 def _items_of(path: str, mtime_ns: int) -> tuple[tuple, ...] | None:
-    import json
-
-    with open(path, encoding="utf-8") as f:
-        samples = [json.loads(line) for line in f if line.strip()]
+    samples = read_run_file(path)
     return tuple(tuple(s["lms"]) for s in samples) if samples and all("lms" in s for s in samples) else None
 
 

@@ -85,6 +85,14 @@ class StopDialogue(SequentialDialogue):
         self.settings = {"invalid_policy": invalid_policy, "counterfactual_policy": counterfactual_policy, "parser": parser,
                          "human_file": human_file, "early_stop": early_stop, "retries": retries}  # fmt: skip
 
+    @classmethod
+    def check_settings(cls, kwargs: dict) -> None:
+        """Read ``human_file`` when the task is built, so that a bad file fails before any model call."""
+        if kwargs.get("human_file"):
+            from bias_harness.plugins.stop.metrics import load_human
+
+            load_human(str(kwargs["human_file"]))
+
     def record(self, answers: dict[Hashable, str]) -> None:
         kind, idx, text = self.queue[self.pos]
         answer = answers[self.pos]

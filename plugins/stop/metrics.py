@@ -149,23 +149,36 @@ def score_progression(doc: dict, data: dict[str, Any]) -> Progression:
 @cache
 def load_human(path: str) -> dict[int, tuple[float, ...]]:
     """Human sensitivity scores: CSV or JSON Lines with ``progression_id`` and ``sensitivity`` (0..1), one row per
-    annotator and progression (an ``annotator`` column is optional). Returns {progression_id: scores}."""
+    annotator and progression (an ``annotator`` column is optional). Returns {progression_id: scores}.
+
+    Read when the task is built (``StopDialogue.check_settings``), before any model call: a missing file, a line that
+    is not JSON, a missing field or a score outside [0, 1] is a one-line error naming the file and the row (CSV: data
+    row, header not counted) or line (JSON Lines)."""
     p = Path(path)
     if not p.is_file():
         raise MissingInput(f"STOP human_file {path!r} does not exist")
+    rows: list[tuple[str, Any]] = []
     if p.suffix in (".jsonl", ".json"):
-        rows = [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((f"line {n}", json.loads(line)))
+            except json.JSONDecodeError as err:
+                raise BadInput(f"{path}: line {n}: not valid JSON at column {err.colno} ({err.msg})") from None
     else:
         with open(p, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
+            rows = [(f"row {i}", row) for i, row in enumerate(csv.DictReader(f), start=1)]
+    if not rows:
+        raise BadInput(f"{path}: no rows: expected 'progression_id' and 'sensitivity' per annotator and progression")
     out: dict[int, list[float]] = {}
-    for i, row in enumerate(rows, start=1):
+    for where, row in rows:
         try:
             pid, score = int(row["progression_id"]), float(row["sensitivity"])
         except (KeyError, TypeError, ValueError) as err:
-            raise BadInput(f"{path}: row {i}: need integer 'progression_id' and numeric 'sensitivity' ({err})") from err
+            raise BadInput(f"{path}: {where}: need integer 'progression_id' and numeric 'sensitivity' ({err})") from err
         if not 0.0 <= score <= 1.0:
-            raise BadInput(f"{path}: row {i}: field 'sensitivity': {score} is outside [0, 1]")
+            raise BadInput(f"{path}: {where}: field 'sensitivity': {score} is outside [0, 1]")
         out.setdefault(pid, []).append(score)
     return {k: tuple(v) for k, v in out.items()}
 
