@@ -50,6 +50,18 @@ class CardData:
     # the datasets of the model-index and the paired comparison (written to eval_dir/compare/)
     eval_dir: Path | None = None
     comparison: Any = None  # plugins.paired.Comparison (computed by write() from eval_dir when None)
+    preset: str | None = None  # the recipe preset the run used (--preset)
+
+
+def _preset(data: CardData) -> str:
+    if not data.preset:
+        return ""
+    values = ", ".join(f"{k}={v}" for k, v in data.recipe.preset(data.preset).items())
+    return f", preset `{data.preset}` ({values})"
+
+
+def _lora(data: CardData) -> str:
+    return ", LoRA adapter" if data.adapter else ""
 
 
 def _num(v: float | None) -> str:
@@ -239,7 +251,7 @@ def render(data: CardData, repo_id: str | None = None) -> str:
 {recipe.summary}
 
 - **Base model:** `{data.base_model}`
-- **Recipe:** `{recipe.name}` (bias-harness {__version__}, trainer: `{recipe.trainer}`{", LoRA adapter" if data.adapter else ""})
+- **Recipe:** `{recipe.name}`{_preset(data)} (bias-harness {__version__}, trainer: `{recipe.trainer}`{_lora(data)})
 - **Follows:** {recipe.source}
 
 ## Use
@@ -271,7 +283,8 @@ The same numbers are in this card's `model-index` metadata (one result per metri
 
 {train_metrics}
 
-Recipe file `mitigation/{recipe.name}.yaml` (TRL config format; `--set` overrides of this run are in the command below):
+Recipe file `mitigation/{recipe.name}.yaml` (TRL config format; `--preset` / `--set` overrides of this run are in the
+command below):
 
 ```yaml
 {recipe_yaml}

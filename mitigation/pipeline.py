@@ -25,7 +25,9 @@ from bias_harness.errors import check_writable
 from bias_harness.mitigation import evaluate as ev
 from bias_harness.mitigation import recipes_dir
 from bias_harness.mitigation import model_card
-from bias_harness.mitigation.recipes import DataOptions, build_training_data, data_options, get_recipe, save_training_data
+from bias_harness.mitigation.recipes import (
+    DataOptions, Recipe, build_training_data, data_options, get_recipe, save_training_data,
+)  # fmt: skip
 from bias_harness.mitigation.train import check_model, is_adapter, parse_config, train
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,7 @@ class MitigateOptions:
     limit: int | float | None = None
     setting: int | None = None
     overrides: dict[str, Any] = field(default_factory=dict)  # TRL config keys
+    preset: str | None = None  # a named set of the recipe's config values (the overrides win)
     max_train_rows: int | None = None
     skip_eval: bool = False
     batch_size: int = 8
@@ -99,15 +102,21 @@ def _evaluate_cached(path: Path, args: dict[str, Any], settings: ev.EvalSettings
     return result
 
 
+def config_overrides(recipe: Recipe, opts: MitigateOptions, out: Path) -> dict[str, Any]:
+    """The run's values over the recipe YAML: model and folders, then the preset's values, then ``--set`` (wins)."""
+    run = {"model_name_or_path": opts.model, "output_dir": str(out / "checkpoints"), "dataset_name": str(out / "data")}
+    return {**run, **(recipe.preset(opts.preset) if opts.preset else {}), **opts.overrides}
+
+
 def run(opts: MitigateOptions) -> MitigateResult:
     recipe = get_recipe(opts.recipe)
     out = Path(opts.output).resolve()
     check_writable(out, "--output")  # every output location, before any evaluation or training
     if opts.dry_run is not None:
         check_writable(opts.dry_run, "--dry-run")
-    overrides = {"model_name_or_path": opts.model, "output_dir": str(out / "checkpoints"), "dataset_name": str(out / "data")}
-    overrides.update(opts.overrides)
-    cfg = parse_config(recipe, overrides)
+    cfg = parse_config(recipe, config_overrides(recipe, opts, out))
+    if recipe.check_config:
+        recipe.check_config(cfg)
     data_opts = DataOptions(setting=opts.setting, max_train_rows=opts.max_train_rows, data_dir=opts.data_dir, **data_options(cfg))
 
     # Everything that can fail on bad input fails here, before any evaluation or training.
@@ -132,6 +141,7 @@ def run(opts: MitigateOptions) -> MitigateResult:
     card = model_card.write(model_dir, model_card.CardData(
         recipe=recipe, base_model=opts.model, config=cfg.as_dict(), data_splits={s: len(d) for s, d in data.items()},
         data_options={"setting": opts.setting, "max_train_rows": opts.max_train_rows}, before=before, after=after,
+        preset=opts.preset,
         command=opts.command or f"bias-harness mitigate {recipe.name} --model {opts.model} --output {out}",
         adapter=is_adapter(model_dir), train_metrics=_train_metrics(model_dir, cfg.training), eval_dir=None if opts.skip_eval else out / "eval",
     ), repo_id=opts.push_to)  # fmt: skip

@@ -53,6 +53,14 @@ def data_options(cfg: Any) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class Preset:
+    """A named set of a recipe's config values (``bias-harness mitigate RECIPE --preset NAME``; ``--set`` wins)."""
+
+    summary: str
+    values: tuple[tuple[str, Any], ...]  # (TRL config key, value), passed like --set overrides
+
+
+@dataclass(frozen=True)
 class Recipe:
     name: str
     trainer: str  # "sft" | "grpo" | "refine_lm": the TRL script (or our module) whose parser reads the YAML
@@ -70,10 +78,20 @@ class Recipe:
     include_tasks: bool = False  # evaluation also needs mitigation/tasks (our held-out task definitions)
     eval_model_args: Callable[[Any, str], dict[str, Any]] | None = None  # (parsed config, base model) -> extra model_args
     local_tasks: Callable[[Path], list[str]] | None = None  # writes task YAMLs into a folder, returns include paths
+    presets: tuple[tuple[str, Preset], ...] = ()  # (name, preset): named alternatives to the YAML's values
+    check_config: Callable[[Any], None] | None = None  # parsed config -> raise RecipeError before any evaluation
 
     @property
     def config_path(self) -> Path:
         return recipes_dir() / f"{self.name}.yaml"
+
+    def preset(self, name: str) -> dict[str, Any]:
+        """The config values of preset ``name`` (RecipeError for an unknown one)."""
+        presets = dict(self.presets)
+        if name not in presets:
+            known = ", ".join(presets) or "none"
+            raise RecipeError(f"recipe '{self.name}' has no preset '{name}' (presets: {known})")
+        return dict(presets[name].values)
 
     def load_config(self) -> dict[str, Any]:
         import yaml
@@ -240,6 +258,25 @@ def _refine_eval_args(cfg: Any, model: str) -> dict[str, Any]:
         raise RecipeError(str(err)) from err
 
 
+def _refine_check(cfg: Any) -> None:
+    from bias_harness.mitigation.refine_lm import check_config
+
+    try:
+        check_config(cfg)
+    except ValueError as err:
+        raise RecipeError(str(err)) from err
+
+
+# The authors' released gender run (rameez-mrq/refine-lm-submission, run_bert.sh: training_bert --use_he_she 1
+# --epochs 1 --mini_batch_size 70 --batch_size 70 --topk 8 --lr 5e-9, on bert-base-uncased).
+REFINE_LM_RELEASED = Preset(
+    summary="the authors' released gender run (run_bert.sh): top-k 8, lr 5e-9, batches and mini-batches of 70, "
+    "use_he_she",
+    values=(("categories", ["gender"]), ("topk", 8), ("learning_rate", 5e-9), ("batch_size", 70),
+            ("per_device_train_batch_size", 70), ("num_train_epochs", 1), ("use_he_she", True)),
+)  # fmt: skip
+
+
 def _counterfactual(opts: DataOptions) -> datasets.DatasetDict:
     from bias_harness.mitigation.rewards import counterfactual_rows
 
@@ -353,7 +390,8 @@ _register(Recipe(
 _register(Recipe(
     name="refine_lm",
     trainer="refine_lm",
-    summary="Refine-LM: a small trainable layer over a frozen masked LM's top-k mask logits, trained by policy gradient on UnQover questions with reward -|C(tau)|.",
+    summary="Refine-LM: a small trainable layer over a frozen masked LM's top-k mask logits, trained with Refine-LM's "
+    "reward-weighted loss (reward -|C(tau)|) on UnQover questions.",
     source="Qureshi et al., REFINE-LM (arXiv 2408.09489), as specified in the UZH project plan (seed 001, Step 2)",
     build=_unqover,
     eval_tasks=_fixed("stereoset_de"),
@@ -363,6 +401,8 @@ _register(Recipe(
     chat=False,
     model_kind="mlm",
     eval_model_args=_refine_eval_args,
+    presets=(("released", REFINE_LM_RELEASED),),
+    check_config=_refine_check,
     limitations=(
         "Trained on English UnQover questions (Refine-LM train split) and evaluated on German StereoSet: any effect "
         "is cross-lingual transfer. The layer re-ranks only the top-k tokens at the mask; the seed expects language "

@@ -1,20 +1,31 @@
-"""Refine-LM (seed 001): a small trainable layer over a frozen masked LM, trained by policy gradient on UnQover.
+"""Refine-LM (seed 001): a small trainable layer over a frozen masked LM, trained on UnQover with reward -|C(tau)|.
 
 Model (:class:`RefineLMForMaskedLM`): at every position the frozen MLM's logits are taken, the top-k logits
 ``v`` go through one linear layer ``W v + b`` (k x k), and the top-k probability mass of the base model is
 redistributed by ``softmax(W v + b)``; tokens outside the top-k keep their base probabilities. The returned
 ``logits`` are the log-probabilities of that distribution, so any masked-LM scorer (lm-eval ``hf-mlm``) reads
 the debiased distribution. ``W = I, b = 0`` at initialisation, i.e. the untrained layer *is* the base model
-(the reference code initialises W to ones, which makes the untrained model uniform over the top-k; we chose
-identity so that before/after differ only by training).
+(the reference code initialises W to ones, which makes the untrained model a fixed distribution over the top-k
+ranks; we chose identity so that before/after differ only by training).
 
-Training (seed 001, Step 2): for a template ``tau^c(a)`` with subjects (x1, x2) and attribute a, let
-``P(x | q)`` be the refined probability of subject x at the mask of question q. The subject-attribute bias
-``B(x1|x2) = 1/2 [P(x1|t12(a)) + P(x1|t21(a))] - 1/2 [P(x1|t12(~a)) + P(x1|t21(~a))]`` (likewise B(x2|x1)),
-``C = 1/2 [B(x1|x2) - B(x2|x1)]`` and the reward ``r = -|C|``. The action in each of the four questions is the
-subject the policy prefers (argmax of P over {x1, x2}); the REINFORCE loss is ``-r * sum_q log P(a_q | q)``
-averaged over the batch (no baseline: every reward is <= 0, so the preferred answers of biased templates are
-pushed down in proportion to |C|). Only W and b are trained. A subject is scored by its first word piece.
+Bias (seed 001, Step 2): for a template ``tau^c(a)`` with subjects (x1, x2) and attribute a, let ``P(x | q)`` be
+the probability of subject x at the mask of question q (whole-word: the mean over its word pieces). The
+subject-attribute bias ``B(x1|x2) = 1/2 [P(x1|t12(a)) + P(x1|t21(a))] - 1/2 [P(x1|t12(~a)) + P(x1|t21(~a))]``
+(likewise B(x2|x1)), ``C = 1/2 [B(x1|x2) - B(x2|x1)]`` and the reward ``r = -|C|``.
+
+Objective (``objective``):
+
+* ``reference`` (default): the loss of the authors' code (``redubias/calc_bias.py``): P is the layer's softmax
+  over the top-k (0 outside it); per template the 4 x 2 matrix of P (:func:`reference_matrix`) is L1-normalised
+  per column, D_i is its mean L1 distance to the first 4 templates of the mini-batch, and the loss is
+  ``-mean_i(r_i log D_i)`` (:func:`reference_loss`).
+* ``reinforce_argmax``: REINFORCE on the subject the policy prefers in each question, full-vocabulary refined
+  probabilities, ``-r * sum_q log P(a_q | q)`` (no baseline).
+
+``use_he_she`` (the reference's ``--use_he_she 1``, set by its released gender run): in gender rows (x1 female,
+x2 male) ``P(x1 | q) = max(P(x1 | q), P(she | q))`` and ``P(x2 | q) = max(P(x2 | q), P(he | q))``, in the reward
+and the loss alike. Only W and b are trained. Inputs are padded with an attention mask (the reference pads the
+four questions of a template but passes no mask; see docs/mitigation.md).
 
 Saved with ``save_pretrained`` (base weights + layer + tokenizer, ``model_type: refine_lm``); importing this
 module registers the architecture, after which ``AutoModelForMaskedLM.from_pretrained(folder)`` or
@@ -22,6 +33,8 @@ module registers the architecture, after which ``AutoModelForMaskedLM.from_pretr
 
 The recipe YAML is parsed by :func:`make_parser` (a ``TrlParser``, TRL's config format);
 ``python -m bias_harness.mitigation.refine_lm --config mitigation/refine_lm.yaml`` trains from the exported data.
+The recipe's preset ``released`` (``bias-harness mitigate refine_lm --preset released``) is the authors' released
+gender run (``run_bert.sh``); see :data:`bias_harness.mitigation.recipes.RECIPES`.
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ import logging
 import math
 import random
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,13 +68,18 @@ from bias_harness.plugins.refine_lm_model import RefineLMConfig, RefineLMForMask
 OBJECTIVES = ("reference", "reinforce_argmax")
 
 
-def question_jobs(scorer: Any, rows: list[dict[str, Any]]) -> tuple[list[Any], list[tuple[int, ...]]]:
-    """Masked copies that score every subject of every question as a whole word.
+def subjects(row: dict[str, Any]) -> tuple[str, ...]:
+    return (row["subj1"], row["subj2"])
 
-    For each row, question q (``QUESTIONS`` order) and subject (x1, x2), the subject is written into the blank
-    and scored as StereoSet scores a blank word (:meth:`MaskedLMScorer.plan`, ``span_scoring=word``): piece k is
-    masked with pieces < k visible and later pieces removed. Returns the jobs and, per (row, q, subject), the
-    indices of its jobs (row-major: ``row * 8 + q * 2 + s``).
+
+def question_jobs(scorer: Any, rows: list[dict[str, Any]], words: Callable[[dict[str, Any]], tuple[str, ...]] = subjects
+                  ) -> tuple[list[Any], list[tuple[int, ...]]]:  # fmt: skip
+    """Masked copies that score every word of ``words(row)`` (default: the two subjects) in every question.
+
+    For each row, question q (``QUESTIONS`` order) and word, the word is written into the blank and scored as
+    StereoSet scores a blank word (:meth:`MaskedLMScorer.plan`, ``span_scoring=word``): piece k is masked with
+    pieces < k visible and later pieces removed. Returns the jobs and, per (row, q, word), the indices of its
+    jobs (row-major: ``(row * 4 + q) * n_words + w``).
     """
     jobs: list[Any] = []
     groups: list[tuple[int, ...]] = []
@@ -70,48 +89,81 @@ def question_jobs(scorer: Any, rows: list[dict[str, Any]]) -> tuple[list[Any], l
             at = text.find(MASK_PLACEHOLDER)
             if at < 0:
                 raise ValueError(f"refine_lm: question {q} of row {r.get('id', '?')} has no {MASK_PLACEHOLDER}: {text!r}")
-            for subj in (r["subj1"], r["subj2"]):
-                filled = text[:at] + subj + text[at + len(MASK_PLACEHOLDER):]
-                plan = scorer.plan(len(groups), "", filled, (at, at + len(subj)), jobs)
+            for word in words(r):
+                filled = text[:at] + word + text[at + len(MASK_PLACEHOLDER):]
+                plan = scorer.plan(len(groups), "", filled, (at, at + len(word)), jobs)
                 groups.append(plan.copies)
     return jobs, groups
 
 
-def _job_probs(model: RefineLMForMaskedLM, jobs: list[Any], pad_id: int, renormalise_topk: bool, batch_size: int = 64) -> torch.Tensor:
+def _job_probs(model: RefineLMForMaskedLM, jobs: list[Any], pad_id: int, renormalise_topk: bool,
+               batch_size: int = 64) -> torch.Tensor:  # fmt: skip
     """P(target at the mask) of every job under the refined model (gradients reach only the debiasing layer).
 
     ``renormalise_topk``: the reference's probabilities, the layer's softmax over the top-k (0 outside the top-k);
-    otherwise the refined full-vocabulary distribution (:meth:`RefineLMForMaskedLM.refine`).
+    otherwise the refined full-vocabulary distribution (:meth:`RefineLMForMaskedLM.refine`). Jobs with the same
+    input share one forward pass (the first piece of every word of a question reads the same masked question).
+    Inputs are right-padded with an attention mask.
     """
-    out = []
+    inputs: dict[tuple[tuple[int, ...], int], list[int]] = {}
+    for n, j in enumerate(jobs):
+        inputs.setdefault((tuple(j.ids), j.pos), []).append(n)
+    keys = list(inputs)
     dev = model.device
-    for b in range(0, len(jobs), batch_size):
-        chunk = jobs[b:b + batch_size]
-        width = max(len(j.ids) for j in chunk)
+    parts, order = [], []
+    for b in range(0, len(keys), batch_size):
+        chunk = keys[b:b + batch_size]
+        width = max(len(ids) for ids, _ in chunk)
         ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
         att = torch.zeros((len(chunk), width), dtype=torch.long)
-        for i, j in enumerate(chunk):
-            ids[i, :len(j.ids)] = torch.tensor(j.ids)
-            att[i, :len(j.ids)] = 1
-        rows = torch.arange(len(chunk))
-        pos = torch.tensor([j.pos for j in chunk])
-        tgt = torch.tensor([j.target for j in chunk], device=dev)
+        for i, (seq, _) in enumerate(chunk):
+            ids[i, :len(seq)] = torch.tensor(seq)
+            att[i, :len(seq)] = 1
+        pos = torch.tensor([p for _, p in chunk])
         with torch.no_grad():  # the masked LM is frozen
-            logits = model.base(input_ids=ids.to(dev), attention_mask=att.to(dev)).logits[rows, pos].float()
+            out = model.base(input_ids=ids.to(dev), attention_mask=att.to(dev))
+        logits = out.logits[torch.arange(len(chunk)), pos].float()
+        members = [n for key in chunk for n in inputs[key]]
+        owner = torch.tensor([i for i, key in enumerate(chunk) for _ in inputs[key]], device=dev)
+        tgt = torch.tensor([jobs[n].target for n in members], device=dev)
         if renormalise_topk:
             values, idx = logits.topk(model.config.topk, dim=-1)
             top = model.debias(values).softmax(-1)
-            out.append((top * (idx == tgt[:, None])).sum(-1))
+            parts.append((top[owner] * (idx[owner] == tgt[:, None])).sum(-1))
         else:
-            out.append(model.refine(logits).exp().gather(-1, tgt[:, None]).squeeze(-1))
-    return torch.cat(out) if out else torch.zeros(0)
+            parts.append(model.refine(logits).exp()[owner, tgt])
+        order += members
+    if not parts:
+        return torch.zeros(0)
+    return torch.cat(parts)[torch.argsort(torch.tensor(order, device=dev))]
 
 
-def subject_probs(model: RefineLMForMaskedLM, scorer: Any, rows: list[dict[str, Any]], renormalise_topk: bool) -> dict[str, torch.Tensor]:
-    """``{q: (n, 2)}``: P(x1 | q), P(x2 | q) per row; a subject's probability is the mean over its word pieces."""
-    jobs, groups = question_jobs(scorer, rows)
+HE_SHE = ("she", "he")  # the pronouns of x1 (female) and x2 (male) in UnQover's gender rows
+
+
+def _with_pronouns(row: dict[str, Any]) -> tuple[str, ...]:
+    """The subjects, then each pronoun in lower case and capitalised (the reference matches top-k tokens
+    case-insensitively, i.e. takes the likelier spelling)."""
+    if row.get("category") != "gender":
+        raise ValueError(f"refine_lm: use_he_she applies to UnQover's gender rows (x1 female, x2 male); row "
+                         f"{row.get('id', '?')} has category {row.get('category')!r}")  # fmt: skip
+    return (*subjects(row), *(w for p in HE_SHE for w in (p, p.capitalize())))
+
+
+def subject_probs(model: RefineLMForMaskedLM, scorer: Any, rows: list[dict[str, Any]], renormalise_topk: bool,
+                  use_he_she: bool = False) -> dict[str, torch.Tensor]:  # fmt: skip
+    """``{q: (n, 2)}``: P(x1 | q), P(x2 | q) per row; a word's probability is the mean over its word pieces.
+
+    ``use_he_she``: P(x1 | q) = max(P(x1 | q), P(she | q)), P(x2 | q) = max(P(x2 | q), P(he | q)) (the reference's
+    ``use_he_she``, ``redubias/predict_topk.predict``); gender rows only.
+    """
+    jobs, groups = question_jobs(scorer, rows, _with_pronouns if use_he_she else subjects)
     p = _job_probs(model, jobs, scorer.pad_id, renormalise_topk)
-    word = torch.stack([p[list(g)].mean() for g in groups]).view(len(rows), len(QUESTIONS), 2)
+    n_words = 2 + 2 * len(HE_SHE) if use_he_she else 2  # subjects (+ each pronoun in two spellings)
+    word = torch.stack([p[list(g)].mean() for g in groups]).view(len(rows), len(QUESTIONS), n_words)
+    if use_he_she:
+        pronoun = word[..., 2:].view(len(rows), len(QUESTIONS), 2, 2).amax(-1)  # she, he: the likelier spelling
+        word = torch.maximum(word[..., :2], pronoun)
     return {q: word[:, i] for i, q in enumerate(QUESTIONS)}
 
 
@@ -141,16 +193,17 @@ def reference_loss(matrix: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
     return -(dist.mean(dim=(1, 2)).log() * reward).mean()
 
 
-def policy_step(model: RefineLMForMaskedLM, scorer: Any, rows: list[dict[str, Any]], objective: str = "reference") -> tuple[torch.Tensor, torch.Tensor]:
+def policy_step(model: RefineLMForMaskedLM, scorer: Any, rows: list[dict[str, Any]], objective: str = "reference",
+                use_he_she: bool = False) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """(loss, rewards) for a mini-batch of UnQover rows; reward r = -|C(tau)| for both objectives.
 
     ``reference``: probabilities renormalised over the top-k, :func:`reference_loss`.
     ``reinforce_argmax``: full-vocabulary refined probabilities, REINFORCE on the preferred subject of each
-    question, ``-r * sum_q log P(a_q | q)`` (no baseline).
+    question, ``-r * sum_q log P(a_q | q)`` (no baseline). ``use_he_she``: see :func:`subject_probs`.
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"refine_lm: objective must be one of {OBJECTIVES}, not {objective!r}")
-    p = subject_probs(model, scorer, rows, renormalise_topk=objective == "reference")
+    p = subject_probs(model, scorer, rows, renormalise_topk=objective == "reference", use_he_she=use_he_she)
     reward = -bias_c(p).abs().detach()
     if objective == "reference":
         return reference_loss(reference_matrix(p), reward), reward
@@ -159,8 +212,10 @@ def policy_step(model: RefineLMForMaskedLM, scorer: Any, rows: list[dict[str, An
 
 
 @torch.no_grad()
-def mean_reward(model: RefineLMForMaskedLM, scorer: Any, rows: list[dict[str, Any]], objective: str = "reference", batch_size: int = 32) -> float:
-    rewards = [policy_step(model, scorer, rows[i:i + batch_size], objective)[1] for i in range(0, len(rows), batch_size)]
+def mean_reward(model: RefineLMForMaskedLM, scorer: Any, rows: list[dict[str, Any]], objective: str = "reference",
+                use_he_she: bool = False, batch_size: int = 32) -> float:  # fmt: skip
+    rewards = [policy_step(model, scorer, rows[i:i + batch_size], objective, use_he_she)[1]
+               for i in range(0, len(rows), batch_size)]  # fmt: skip
     return float(torch.cat(rewards).mean()) if rewards else math.nan
 
 
@@ -188,6 +243,9 @@ class RefineLMTrainingConfig:
     eval_language: str = field(default="de_CH", metadata={"help": "X-MOD adapter of both evaluations (German StereoSet); "
                                "ignored for models without adapters"})
     objective: str = field(default="reference", metadata={"help": "reference (Refine-LM's loss) | reinforce_argmax"})
+    use_he_she: bool = field(default=False, metadata={"help": "the reference's --use_he_she: a female (male) "
+                             "subject's probability is max(P(subject), P(she)) (P(he)); gender rows only; its "
+                             "released gender run sets it"})
     learning_rate: float = field(default=5e-5, metadata={"help": "AdamW learning rate"})
     batch_size: int = field(default=70, metadata={"help": "templates per update (the reference's DataLoader batch_size)"})
     per_device_train_batch_size: int = field(default=20, metadata={"help": "mini-batch drawn with replacement from each "
@@ -245,6 +303,19 @@ def eval_model_args(cfg: Any, model: str) -> dict[str, Any]:
     return {"language": ev_lang} if ev_lang else {}
 
 
+def check_config(cfg: Any) -> None:
+    """Raise ValueError on settings that cannot train (the recipe runs this before any evaluation)."""
+    from bias_harness.mitigation.recipes import data_options
+
+    args = cfg.training
+    if args.objective not in OBJECTIVES:
+        raise ValueError(f"refine_lm: objective must be one of {OBJECTIVES}, not {args.objective!r}")
+    categories = data_options(cfg).get("categories") or ("gender",)
+    if args.use_he_she and set(categories) != {"gender"}:
+        raise ValueError(f"refine_lm: use_he_she applies to the gender category only (female and male subjects), "
+                         f"not to categories {', '.join(categories)}")  # fmt: skip
+
+
 def make_parser(prog: str | None = None):
     from trl import ModelConfig, TrlParser
 
@@ -281,7 +352,8 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
 
     The reference loop (``training_bert.py``): batches of ``batch_size`` templates in order (here: a seeded
     shuffle), one update per batch on a mini-batch of ``per_device_train_batch_size`` templates drawn from it
-    with replacement (``random.choices``).
+    with replacement (``random.choices``). The UnQover reward before/after on held-out rows is scored as in
+    training (``use_he_she`` included).
     """
     from transformers import AutoTokenizer
 
@@ -290,8 +362,7 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
 
     args = cfg.training
     name = cfg.model.model_name_or_path
-    if args.objective not in OBJECTIVES:
-        raise ValueError(f"refine_lm: objective must be one of {OBJECTIVES}, not {args.objective!r}")
+    check_config(cfg)
     tok = AutoTokenizer.from_pretrained(name)
     if tok.mask_token is None:
         raise ValueError(f"{name} has no mask token: refine_lm needs a masked LM")
@@ -320,7 +391,9 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
         opt.load_state_dict(state["optimizer"])
         step, history = state["step"], state["history"]
         log.info("refine_lm: resuming from %s (step %d)", checkpoint, step)
-    test_before = mean_reward(model, scorer, test_rows, args.objective) if test_rows and step == 0 else None
+    test_before = None
+    if test_rows and step == 0:
+        test_before = mean_reward(model, scorer, test_rows, args.objective, args.use_he_she)
     while step < total:
         epoch = step // steps_per_epoch
         order = list(range(len(rows)))
@@ -328,7 +401,7 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
         i = (step % steps_per_epoch) * bs
         batch = [rows[j] for j in order[i:i + bs]]
         mini = random.Random(f"{args.seed}:{step}").choices(batch, k=args.per_device_train_batch_size)
-        loss, reward = policy_step(model, scorer, mini, args.objective)
+        loss, reward = policy_step(model, scorer, mini, args.objective, args.use_he_she)
         opt.zero_grad()
         if torch.isfinite(loss) and loss.requires_grad:
             loss.backward()
@@ -345,7 +418,7 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
     tok.save_pretrained(final)
     state = {"global_step": step, "epoch": step / max(steps_per_epoch, 1), "log_history": history, "train_language": train_lang}
     if test_rows:
-        state["unqover_test_reward_after"] = mean_reward(model, scorer, test_rows, args.objective)
+        state["unqover_test_reward_after"] = mean_reward(model, scorer, test_rows, args.objective, args.use_he_she)
         if test_before is not None:
             state["unqover_test_reward_before"] = test_before
     (final / "trainer_state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")

@@ -111,3 +111,139 @@ def test_gradients_reach_the_debiasing_layer(tmp_path: Path, objective: str) -> 
     assert reward.shape == (2,) and bool((reward <= 0).all())
     assert model.debias.weight.grad is not None and float(model.debias.weight.grad.abs().sum()) > 0
     assert all(prm.grad is None for prm in model.base.parameters())
+
+
+# ------------------------------------------------------------------------------------------- use_he_she + the preset
+
+GENDER_ROW = {**ROW, "id": "gender-hand", "category": "gender"}
+
+
+class _WordScorer:
+    """One job per (question, word): the job is the question's key and the word written into the blank."""
+
+    pad_id = 0
+
+    def plan(self, owner: int, context: str, filled: str, span: tuple[int, int], jobs: list) -> object:
+        word = filled[span[0]:span[1]]
+        q = next(q for q in ("q12", "q21", "q12_neg", "q21_neg") if GENDER_ROW[q].replace("[MASK]", word) == filled)
+        jobs.append((q, word))
+        return type("Plan", (), {"copies": (len(jobs) - 1,)})
+
+
+# P(word | question) by hand; x1 = mary (female), x2 = mark (male)
+HAND = {
+    "q12": {"mary": .10, "mark": .30, "she": .20, "She": .25, "he": .05, "He": .02},
+    "q21": {"mary": .40, "mark": .10, "she": .05, "She": .01, "he": .20, "He": .30},
+    "q12_neg": {"mary": .05, "mark": .05, "she": .10, "She": .02, "he": .01, "He": .02},
+    "q21_neg": {"mary": .20, "mark": .15, "she": .30, "She": .10, "he": .05, "He": .40},
+}  # fmt: skip
+
+
+def test_he_she_on_hand_worked_probabilities(monkeypatch: pytest.MonkeyPatch) -> None:
+    """use_he_she (the reference's predict_topk.predict): P(x1) = max(P(x1), P(she)), P(x2) = max(P(x2), P(he)), the
+    pronoun in its likelier spelling. x1: .25 .40 .10 .30, x2: .30 .30 .05 .40 -> B(x1) = .325 - .2 = .125,
+    B(x2) = .3 - .225 = .075, C = .025. Without it: x1 .1 .4 .05 .2, x2 .3 .1 .05 .15 -> B .125, .1, C = .0125."""
+    from bias_harness.mitigation import refine_lm
+
+    def hand_probs(model, jobs, pad_id, renormalise_topk) -> torch.Tensor:
+        return torch.tensor([HAND[q][w] for q, w in jobs])
+
+    monkeypatch.setattr(refine_lm, "_job_probs", hand_probs)
+    p = subject_probs(None, _WordScorer(), [GENDER_ROW], renormalise_topk=True, use_he_she=True)
+    want = {"q12": [.25, .30], "q21": [.40, .30], "q12_neg": [.10, .05], "q21_neg": [.30, .40]}
+    assert {q: [round(float(v), 6) for v in p[q][0]] for q in want} == want
+    assert float(bias_c(p)[0]) == pytest.approx(0.025)
+    plain = subject_probs(None, _WordScorer(), [GENDER_ROW], renormalise_topk=True)
+    assert float(bias_c(plain)[0]) == pytest.approx(0.0125)
+    with pytest.raises(ValueError, match="use_he_she applies to UnQover's gender rows"):
+        subject_probs(None, _WordScorer(), [{**GENDER_ROW, "category": "religion"}], True, use_he_she=True)
+
+
+def test_he_she_scores_pronouns_as_words(tmp_path: Path) -> None:
+    """On a tiny BERT (identity layer over the whole vocabulary: the base model) each subject's probability is the
+    larger of its own whole-word score and its pronoun's, both computed directly one sequence at a time."""
+    from tests.test_mlm_models import direct_word
+
+    model, _, scorer = _refine(tmp_path, topk=10_000)
+    tok = scorer.tokenizer
+    with torch.no_grad():
+        p = subject_probs(model, scorer, [GENDER_ROW], renormalise_topk=False, use_he_she=True)
+    for q in ("q12", "q21", "q12_neg", "q21_neg"):
+        pre, post = GENDER_ROW[q].split("[MASK]")
+        for col, (subj, pron) in enumerate((("mary", "she"), ("mark", "he"))):
+            scores = [math.exp(direct_word(model.base, tok, pre, w, post)) for w in (subj, pron, pron.capitalize())]
+            assert float(p[q][0, col]) == pytest.approx(max(scores), rel=1e-4)
+
+
+def test_released_preset_is_the_authors_gender_run() -> None:
+    """run_bert.sh: training_bert --use_he_she 1 --epochs 1 --mini_batch_size 70 --batch_size 70 --topk 8 --lr 5e-9
+    (gender data); the YAML keeps training_bert.py's argument defaults (top-k 10, lr 5e-5, mini-batch 20)."""
+    from bias_harness.mitigation.pipeline import MitigateOptions, config_overrides
+    from bias_harness.mitigation.train import parse_config
+
+    recipe = get_recipe("refine_lm")
+    def values(t) -> tuple:
+        return t.topk, t.learning_rate, t.batch_size, t.per_device_train_batch_size, t.num_train_epochs, t.use_he_she
+
+    assert values(parse_config(recipe).training) == (10, 5e-5, 70, 20, 1, False)
+    released = parse_config(recipe, recipe.preset("released"))
+    assert values(released.training) == (8, 5e-9, 70, 70, 1, True)
+    assert released.script.categories == ["gender"] and released.training.objective == "reference"
+    # --set wins over the preset
+    opts = MitigateOptions(recipe="refine_lm", model="m", output=Path("out"), preset="released", overrides={"topk": 5})
+    assert config_overrides(recipe, opts, Path("/o"))["topk"] == 5
+    with pytest.raises(RecipeError, match="has no preset 'paper'.*presets: released"):
+        recipe.preset("paper")
+    with pytest.raises(RecipeError, match="use_he_she applies to the gender category only"):
+        recipe.check_config(parse_config(recipe, {**recipe.preset("released"), "categories": "gender,religion"}))
+
+
+def test_preset_errors_and_listing_on_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    from bias_harness.cli import main
+
+    assert main(["mitigate", "refine_lm", "--model", "x", "--preset", "paper"]) == 2
+    assert "recipe 'refine_lm' has no preset 'paper' (presets: released)" in capsys.readouterr().err
+    assert main(["mitigate", "scd", "--setting", "1", "--model", "x", "--preset", "released"]) == 2
+    assert "recipe 'scd' has no preset 'released' (presets: none)" in capsys.readouterr().err
+    assert main(["mitigate", "--list"]) == 0
+    assert "--preset released: the authors' released gender run (run_bert.sh)" in capsys.readouterr().out
+
+
+def test_released_preset_cli_on_tiny_xmod(tmp_path: Path) -> None:
+    """`bias-harness mitigate refine_lm --preset released` in a subprocess from another folder on a tiny X-MOD: 70
+    rows = one batch = one update on a mini-batch of 70 drawn with replacement. AdamW's first step moves a weight by
+    lr * g / (|g| + eps) <= lr = 5e-9 (weight decay: lr * 0.01 * w), which in float32 cannot change the diagonal's
+    1.0 (half an ulp is 6e-8): the released learning rate leaves the layer at the identity up to 5e-9. (16 held-out
+    templates for the UnQover reward keep the test short.)"""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.test_mitigation_pipeline import _assert_card_matches_run
+    from tests.test_mlm_models import build_tiny_mlm
+
+    model = build_tiny_mlm(tmp_path / "xmod", "xmod")
+    out = tmp_path / "run"
+    exe = Path(sys.executable).with_name("bias-harness")
+    cmd = [str(exe), "mitigate", "refine_lm", "--preset", "released", "--model", str(model), "--limit", "4",
+           "--max-train-rows", "70", "--set", "reward_eval_rows=16", "--output", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=os.environ.copy())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _assert_card_matches_run(out)
+    cfg = yaml.safe_load((out / "recipe.yaml").read_text())
+    want = {"topk": 8, "learning_rate": 5e-9, "batch_size": 70, "per_device_train_batch_size": 70, "use_he_she": True,
+            "categories": ["gender"]}  # fmt: skip
+    assert {k: cfg[k] for k in want} == want
+    card = (out / "model" / "README.md").read_text()
+    assert "preset `released` (categories=['gender'], topk=8, learning_rate=5e-09" in card
+    assert "--preset released" in card
+    state = json.loads((out / "model" / "trainer_state.json").read_text())
+    assert state["global_step"] == 1 and state["train_language"] == "en_XX"
+    layer = RefineLMForMaskedLM.from_pretrained(out / "model").debias
+    assert layer.weight.shape == (8, 8)
+    assert torch.equal(layer.weight.diagonal(), torch.ones(8))
+    assert float((layer.weight - torch.eye(8)).abs().max()) <= 5e-9 * (1 + 1e-6)
+    assert float(layer.bias.abs().max()) <= 5e-9 * (1 + 1e-6)

@@ -21,12 +21,15 @@ WORDS = (
 ).split()
 
 
-def build_tokenizer(folder: Path):
-    """A lower-casing WordPiece tokenizer whose letters make every word spellable (multi-token words)."""
+def build_tokenizer(folder: Path, words: list[str] | None = None):
+    """A lower-casing WordPiece tokenizer whose letters make every word spellable (multi-token words); with
+    ``words``, a vocabulary of exactly those words (each one token) and the special tokens."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    pieces = SPECIALS + WORDS + list(LETTERS) + [f"##{c}" for c in LETTERS] + list(string.punctuation)
+    if words is None:
+        words = WORDS + list(LETTERS) + [f"##{c}" for c in LETTERS] + list(string.punctuation)
+    pieces = SPECIALS + words
     vocab = {tok: i for i, tok in enumerate(dict.fromkeys(pieces))}
     tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]", max_input_chars_per_word=100))
     tok.normalizer = normalizers.Lowercase()

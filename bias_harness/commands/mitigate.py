@@ -47,6 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--setting", type=int, default=None, help="scd: the paper's fine-tuning setting 1..8")
     p.add_argument("--provider", choices=["local", "openai"], default="local",
                    help="local: train here with TRL; openai: upload the SFT data and start an OpenAI fine-tuning job")
+    p.add_argument("--preset", default=None, metavar="NAME",
+                   help="a named set of the recipe's config values (see --list), e.g. refine_lm --preset released; "
+                        "--set overrides it")
     p.add_argument("--set", dest="overrides", type=_kv, action="append", default=[], metavar="KEY=VALUE",
                    help="override a TRL config key of the recipe, e.g. --set max_steps=20 --set use_peft=true")
     p.add_argument("--max-train-rows", type=int, default=None, help="train on N rows only (small budgets): scd and refine_lm a seeded sample spread over scales, scenarios, "
@@ -66,7 +69,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _command(args: argparse.Namespace) -> str:
     """The exact command line (canonical form) for the model card, secrets masked (``--set hub_token=***``)."""
     parts = ["bias-harness", "mitigate", args.recipe, "--model", str(args.model)]
-    for flag, value in (("--output", args.output), ("--setting", args.setting), ("--eval-tasks", args.eval_tasks),
+    for flag, value in (("--output", args.output), ("--setting", args.setting), ("--preset", args.preset),
+                        ("--eval-tasks", args.eval_tasks),
                         ("--limit", args.limit), ("--max-train-rows", args.max_train_rows), ("--push-to", args.push_to),
                         ("--gen-kwargs", args.gen_kwargs)):
         if value is not None:
@@ -85,6 +89,8 @@ def _list() -> int:
     for r in RECIPES.values():
         extra = f" (--setting {r.settings[0]}..{r.settings[-1]})" if r.settings else ""
         print(f"{r.name:22s} [{r.trainer}] {r.summary}{extra}")
+        for name, preset in r.presets:
+            print(f"{'':22s}   --preset {name}: {preset.summary}")
     return 0
 
 
@@ -117,7 +123,8 @@ def _run(args: argparse.Namespace) -> int:
         result = run(MitigateOptions(
             recipe=recipe.name, model=args.model, output=args.output or Path("runs") / recipe.name,
             eval_tasks=[t.strip() for t in args.eval_tasks.split(",") if t.strip()] if args.eval_tasks else None,
-            limit=args.limit, setting=args.setting, overrides=dict(args.overrides), max_train_rows=args.max_train_rows,
+            limit=args.limit, setting=args.setting, preset=args.preset, overrides=dict(args.overrides),
+            max_train_rows=args.max_train_rows,
             skip_eval=args.skip_eval, batch_size=args.batch_size, eval_metadata=args.metadata, gen_kwargs=args.gen_kwargs,
             push_to=args.push_to, private=args.private, dry_run=args.dry_run, resume=not args.no_resume,
             include_path=[str(p) for p in args.include_path], command=_command(args),
