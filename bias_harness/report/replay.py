@@ -268,7 +268,8 @@ def check(root: Path = ROOT, only: set[str] | None = None) -> list[str]:
         raise MissingInput(f"{root / NUMBERS}: no checks" + (f" of {sorted(only)}" if only else ""))
     diffs = []
     with tempfile.TemporaryDirectory(prefix="bh-check-") as tmp, task_index_once():
-        responses.restore(root / "responses", Path(tmp) / "cache")
+        packs = {manifests.read(root / c["manifest"])["pack"] for c in todo}
+        responses.restore(root / "responses", Path(tmp) / "cache", only=packs)
         for c in todo:
             got = run_check(c, Path(tmp) / "cache", Path(tmp) / "out", root)
             diffs += differences(c["results"], got, f"{c['task']} ({c['manifest']}, limit {c['limit']}): ")
