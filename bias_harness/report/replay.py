@@ -280,10 +280,11 @@ def check(root: Path = ROOT, only: set[str] | None = None) -> list[str]:
 
 
 def record(results_file: str | Path, model_key: str, group: str, cache_dir: str | Path, lm_eval_args: list[str],
-           tokenizer_dir: str | Path | None = None, runs_dir: str | Path = RUNS) -> Path:
+           tokenizer_dir: str | Path | None = None, runs_dir: str | Path = RUNS, compare: bool = True) -> Path:
     """Manifest of a finished run + its draws and token counts; then replay it and compare with its numbers.
 
-    ``cache_dir``: the run's ``--use_cache`` folder (draws are added to its database, for ``responses save``)."""
+    ``cache_dir``: the run's ``--use_cache`` folder (draws are added to its database, for ``responses save``);
+    ``compare=False``: for a run whose parsers or metrics have changed since (its numbers are then not the replay's)."""
     from bias_harness.plugins import tokenizers as tok
 
     results_file = Path(results_file)
@@ -309,7 +310,10 @@ def record(results_file: str | Path, model_key: str, group: str, cache_dir: str 
     original = run_numbers(results_file)  # the replay adds breakdown metrics: compare the run's own
     diffs = differences(original, {t: {k: v for k, v in got.get(t, {}).items() if k in original[t]} for t in original})
     if diffs:
-        raise BadInput(f"the replay of {path} does not give the run's numbers:\n  " + "\n  ".join(diffs[:20]))
+        message = f"the replay of {path} does not give the run's numbers:\n  " + "\n  ".join(diffs[:20])
+        if compare:
+            raise BadInput(message)
+        log.warning("%s", message)
     return path
 
 
@@ -336,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     rc.add_argument("--cache", type=Path, required=True, help="the run's --use_cache folder")
     rc.add_argument("--tokenizer", type=Path, default=None, help="the model folder (chat template, token counts)")
     rc.add_argument("--runs", type=Path, default=RUNS)
+    rc.add_argument("--no-compare", action="store_true",
+                    help="do not require the replay to give the run's numbers (parsers or metrics changed since the run)")
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)  # record: `-- <the run's lm-eval flags>`
     args = p.parse_args(argv[:cut])
@@ -353,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if cut == len(argv):
             p.error("record: give the run's lm-eval flags after --")
-        print(record(args.results_file, args.model_key, args.group, args.cache, argv[cut + 1:], args.tokenizer, args.runs))
+        print(record(args.results_file, args.model_key, args.group, args.cache, argv[cut + 1:], args.tokenizer, args.runs,
+                     compare=not args.no_compare))
     return 0
 
 
