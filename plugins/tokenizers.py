@@ -104,15 +104,17 @@ def record_with(table: str | Path, tokenizer: str | Path) -> None:
 
 
 def used(table: str | Path) -> bool:
-    """Whether a metric of this process asked ``table`` (or its real tokenizer, while recording) for a count."""
+    """Whether a metric of this process asked ``table`` for a count (ask before :func:`save_recorded`)."""
     return str(Path(table).resolve()) in _TABLES
 
 
 def save_recorded() -> list[Path]:
-    """Write every table that gained counts while recording; returns their paths."""
+    """Write every table that gained counts while recording, and stop recording; returns the tables written."""
     written = []
-    for path, tok in _TABLES.items():
-        if path in _RECORD_WITH and tok.added:
+    for path in list(_RECORD_WITH):
+        tok = _TABLES.pop(path, None)
+        if tok is not None and tok.added:
             tok.save()
             written.append(tok.path)
+        del _RECORD_WITH[path]
     return written

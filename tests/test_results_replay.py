@@ -5,8 +5,9 @@
   token counts, and a replay that must agree) -> ``responses save`` -> on a "fresh machine" ``replay page`` gives
   the run's numbers; a request no pack holds is an error naming task, document and dialogue step;
 * the committed page: ``numbers.json``'s checks (one task of every work) replay to the committed values, and a
-  changed metric definition makes them differ (so CI fails until the page is regenerated);
-* slow: the whole page replays to the committed ``README.md`` and ``numbers.json``.
+  changed metric definition makes them differ (so CI fails until the page is regenerated).
+
+The whole page: ``benchmarks/results_replay.py`` (minutes; CI runs the slow tests too, so it is no test).
 """
 
 from __future__ import annotations
@@ -115,9 +116,13 @@ def _run(cmd: list[str], cwd: Path) -> str:
 
 
 def _eval(tiny: str, cwd: Path, out: str, flags: list[str]) -> Path:
+    """``bias-harness eval run`` (lm-eval's CLI, in this process) on the tiny model, as results.sh runs it."""
+    from bias_harness.cli import main
+
     before = set(cwd.rglob("results_*.json"))
-    _run([BH, "eval", "run", "--model", "hf", "--model_args", f"pretrained={tiny},dtype=float32", "--device", "cpu",
-          "--batch_size", "4", "--output_path", out, "--log_samples", "--use_cache", "cache/tiny-hf", *flags], cwd)
+    assert main(["eval", "run", "--model", "hf", "--model_args", f"pretrained={tiny},dtype=float32", "--device", "cpu",
+                 "--batch_size", "4", "--output_path", str(cwd / out), "--log_samples", "--use_cache",
+                 str(cwd / "cache" / "tiny-hf"), *flags]) == 0
     (new,) = set(cwd.rglob("results_*.json")) - before
     return new
 
@@ -125,20 +130,21 @@ def _eval(tiny: str, cwd: Path, out: str, flags: list[str]) -> Path:
 @pytest.fixture(scope="module")
 def recorded(tiny_causal_lm: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Two runs of the tiny model made and recorded as scripts/results.sh does: chat-templated generation (greedy,
-    sampled single-turn, multi-turn) and log-likelihood (StereoSet, whose inter part counts tokens)."""
+    sampled single-turn, multi-turn; recorded with the command line) and log-likelihood without a chat template
+    (StereoSet, whose inter part counts tokens)."""
     cwd = tmp_path_factory.mktemp("recorded")
     root = cwd / "page"
-    runs = {}
-    for group, flags in {
-        "chat": ["--tasks", "demet_names,multiagent_test_nointeraction,stop", "--limit", "3", "--seed", "0",
-                 "--apply_chat_template"],
-        "ll": ["--tasks", "stereoset_en_combined", "--limit", "4", "--seed", "0"],
-    }.items():
-        results = _eval(tiny_causal_lm, cwd, f"out/{group}", flags)
-        out = _run([PY, "-m", "bias_harness.report.replay", "record", str(results), "--model-key", "tiny", "--group",
-                    group, "--cache", "cache", "--tokenizer", tiny_causal_lm, "--runs", str(root / "runs"), "--", *flags], cwd)
-        runs[group] = (Path(out.strip().splitlines()[-1]), results)
-    _run([PY, "-m", "bias_harness.report.responses", "save", "cache", str(root / "responses")], cwd)
+    flags = {"chat": ["--tasks", "demet_names,multiagent_test_nointeraction,stop", "--limit", "3", "--seed", "0",
+                      "--apply_chat_template"],
+             "ll": ["--tasks", "stereoset_en_combined", "--limit", "4", "--seed", "0"]}
+    with replay.task_index_once():
+        results = {group: _eval(tiny_causal_lm, cwd, f"out/{group}", f) for group, f in flags.items()}
+        ll = replay.record(results["ll"], "tiny", "ll", cwd / "cache", flags["ll"], tiny_causal_lm, root / "runs")
+    out = _run([PY, "-m", "bias_harness.report.replay", "record", str(results["chat"]), "--model-key", "tiny",
+                "--group", "chat", "--cache", "cache", "--tokenizer", tiny_causal_lm, "--runs", str(root / "runs"), "--",
+                *flags["chat"]], cwd)
+    responses.save(cwd / "cache", root / "responses")
+    runs = {"chat": (Path(out.strip().splitlines()[-1]), results["chat"]), "ll": (ll, results["ll"])}
     return {"cwd": cwd, "root": root, "runs": runs}
 
 
@@ -251,18 +257,6 @@ def test_a_changed_metric_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> No
     diffs = replay.check(ROOT, only={"demet_names"})
     assert [d.split(": committed")[0] for d in diffs] == [
         f"demet_names ({check['manifest']}, limit None): male_share_neutral,choice"]
-
-
-@pytest.mark.slow
-def test_whole_page_replays_to_the_committed_page(tmp_path: Path) -> None:
-    """`bash scripts/results.sh replay` into a temporary folder: README.md and numbers.json as committed."""
-    done = subprocess.run(["bash", "scripts/results.sh", "replay"], cwd=REPO, capture_output=True, text=True,
-                          env={**__import__("os").environ, "PAGE": str(tmp_path)})
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert (tmp_path / "README.md").read_text() == (ROOT / "README.md").read_text()
-    assert json.loads((tmp_path / "numbers.json").read_text()) == json.loads((ROOT / "numbers.json").read_text())
-    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.png")) == sorted(
-        p.relative_to(ROOT) for p in ROOT.rglob("*.png"))
 
 
 # ---------------------------------------------------------------- manifests

@@ -238,22 +238,23 @@ def page(root: Path = ROOT, out: Path | None = None, summary: Path | None = None
 
     out = Path(out or root)
     runs_dir = root / "runs"
-    for key, folder in (tokenizers or {}).items():
+    for key, folder in (tokenizers or {}).items():  # tables that manifests name gain the counts they lack
         tok.record_with(runs_dir / key / "token_counts.jsonl.xz", folder)
-    with tempfile.TemporaryDirectory(prefix="bh-replay-") as tmp, task_index_once():
-        work = Path(tmp)
-        responses.restore(root / "responses", work / "cache")
-        replayed = Path(keep) if keep else work / "runs"
-        runs = replay_all(runs_dir, work / "cache", replayed, label_root=root)
-        for stale in out.glob("**/*.png"):  # no plots of runs that are gone
-            stale.unlink()
-        dirs = sorted({r.parent.parent for _, r in runs})
-        readme = write_report(dirs, out, summary=summary)
-        if tail:
-            readme.write_text(readme.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + tail.strip() + "\n", encoding="utf-8")
-        write_numbers(out / NUMBERS, runs, root, work / "cache", work)
-    for path in tok.save_recorded():
-        log.info("token counts recorded: %s", path)
+    try:
+        with tempfile.TemporaryDirectory(prefix="bh-replay-") as tmp, task_index_once():
+            work = Path(tmp)
+            responses.restore(root / "responses", work / "cache")
+            runs = replay_all(runs_dir, work / "cache", Path(keep) if keep else work / "runs", label_root=root)
+            for stale in out.glob("**/*.png"):  # no plots of runs that are gone
+                stale.unlink()
+            readme = write_report(sorted({r.parent.parent for _, r in runs}), out, summary=summary)
+            if tail:
+                readme.write_text(readme.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + tail.strip() + "\n",
+                                  encoding="utf-8")
+            write_numbers(out / NUMBERS, runs, root, work / "cache", work)
+    finally:
+        for path in tok.save_recorded():
+            log.info("token counts recorded: %s", path)
     return readme
 
 
@@ -298,12 +299,14 @@ def record(results_file: str | Path, model_key: str, group: str, cache_dir: str 
         tok.record_with(table, tokenizer_dir)
     path = manifests.write(results_file, runs_dir, model_key, group, pack, lm_eval_args, tokenizer_dir,
                            table if table.is_file() or tokenizer_dir else None)
-    with tempfile.TemporaryDirectory(prefix="bh-record-") as tmp:
-        replayed = replay_run(path, cache_dir, Path(tmp), record_samples=results_file)
-        got = run_numbers(replayed)
-    written = tok.save_recorded()
+    try:
+        with tempfile.TemporaryDirectory(prefix="bh-record-") as tmp:
+            got = run_numbers(replay_run(path, cache_dir, Path(tmp), record_samples=results_file))
+        counted = tok.used(table)
+    finally:
+        written = tok.save_recorded()
     m = json.loads(path.read_text(encoding="utf-8"))
-    if m.get("token_counts") and not tok.used(table):  # no metric counted tokens: the run needs no table
+    if m.get("token_counts") and not counted:  # no metric counted tokens: the run needs no table
         m["token_counts"] = None
         path.write_text(json.dumps(m, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     log.info("recorded %s%s", path, f" (token counts: {', '.join(map(str, written))})" if written else "")
