@@ -39,7 +39,8 @@ def main() -> int:
         problems = []
         if (page / "README.md").read_text() != (ROOT / "README.md").read_text():
             problems.append("README.md differs from the committed page")
-        diffs = differences(json.loads((ROOT / "numbers.json").read_text()), json.loads((page / "numbers.json").read_text()))
+        committed, replayed = (json.loads((p / "numbers.json").read_text()) for p in (ROOT, page))
+        diffs = differences(committed, replayed)
         problems += [f"numbers.json: {d}" for d in diffs[:20]]
         plots = sorted(str(p.relative_to(page)) for p in page.rglob("*.png"))
         if plots != sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob("*.png")):

@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import lm_eval.models  # noqa: F401  (fills lm-eval's lazy model registry first: an empty registry would hide the built-ins)
+import lm_eval.models  # noqa: F401  (fills lm-eval's lazy model registry first: an empty one hides the built-ins)
 from lm_eval.api.model import LM, hash_args
 from lm_eval.api.registry import register_model
 
@@ -60,7 +60,7 @@ def _where(req: Any) -> str:
 
 
 def _stand_in_tokenizer(chat_template: str, special_tokens: dict[str, str]) -> Any:
-    """A transformers tokenizer that knows only the special tokens: enough for ``apply_chat_template(tokenize=False)``."""
+    """A transformers tokenizer that knows only the special tokens: enough for ``apply_chat_template`` to text."""
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
 
@@ -109,7 +109,8 @@ class ReplayLM(LM):
         self._template: str | None = prompts.get("chat_template")
         self._template_kwargs: dict[str, Any] = dict(prompts.get("template_kwargs") or {})
         self._tokenizer_name: str = prompts.get("tokenizer_name") or "replay"
-        self._chat = _stand_in_tokenizer(self._template, prompts.get("special_tokens") or {}) if self._template else None
+        specials = prompts.get("special_tokens") or {}
+        self._chat = _stand_in_tokenizer(self._template, specials) if self._template else None
         self._samples = _Samples(Path(record_samples)) if record_samples else None
         self.recorded_draws = 0
 

@@ -59,7 +59,8 @@ def test_replay_renders_chat_prompts_like_hf(tiny_causal_lm: str, tmp_path: Path
         tok.chat_template = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}"
                              "{{ raise_exception('no system role') }}{% endif %}[{{ m['role'] }}] {{ m['content'] }}"
                              "{{ eos_token }}{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}")
-    block = manifests.prompts_block(None, {"config": {"model": "hf", "model_args": {}}, "chat_template": tok.chat_template})
+    header = {"config": {"model": "hf", "model_args": {}}, "chat_template": tok.chat_template}
+    block = manifests.prompts_block(None, header)
     block["special_tokens"] = dict(tok.special_tokens_map)
     lm = _replay_lm(block, tmp_path)
     hf = SimpleNamespace(tokenizer=tok, chat_template_args={})
@@ -77,7 +78,8 @@ def test_replay_renders_like_vllm(tiny_causal_lm: str, tmp_path: Path) -> None:
 
     tok = AutoTokenizer.from_pretrained(tiny_causal_lm)
     tok.chat_template = "{% if enable_thinking is defined %}T{% endif %}" + tok.chat_template
-    block = manifests.prompts_block(None, {"config": {"model": "vllm", "model_args": {}}, "chat_template": tok.chat_template})
+    header = {"config": {"model": "vllm", "model_args": {}}, "chat_template": tok.chat_template}
+    block = manifests.prompts_block(None, header)
     assert block["template_kwargs"] == {"enable_thinking": None}
     block["special_tokens"] = dict(tok.special_tokens_map)
     lm = _replay_lm(block, tmp_path)
@@ -98,7 +100,8 @@ def test_committed_smollm2_manifests_render_like_the_model(tmp_path: Path) -> No
     from transformers import AutoTokenizer
 
     hf = SimpleNamespace(tokenizer=AutoTokenizer.from_pretrained(folder), chat_template_args={})
-    chat_runs = [p for p in manifests.find(ROOT / "runs") if "--apply_chat_template" in manifests.read(p)["lm_eval_args"]]
+    chat_runs = [p for p in manifests.find(ROOT / "runs")
+                 if "--apply_chat_template" in manifests.read(p)["lm_eval_args"]]
     assert chat_runs
     for path in chat_runs:
         lm = _replay_lm(manifests.read(path)["prompts"], tmp_path)
@@ -141,8 +144,8 @@ def recorded(tiny_causal_lm: str, tmp_path_factory: pytest.TempPathFactory) -> d
         results = {group: _eval(tiny_causal_lm, cwd, f"out/{group}", f) for group, f in flags.items()}
         ll = replay.record(results["ll"], "tiny", "ll", cwd / "cache", flags["ll"], tiny_causal_lm, root / "runs")
     out = _run([PY, "-m", "bias_harness.report.replay", "record", str(results["chat"]), "--model-key", "tiny",
-                "--group", "chat", "--cache", "cache", "--tokenizer", tiny_causal_lm, "--runs", str(root / "runs"), "--",
-                *flags["chat"]], cwd)
+                "--group", "chat", "--cache", "cache", "--tokenizer", tiny_causal_lm, "--runs", str(root / "runs"),
+                "--", *flags["chat"]], cwd)
     responses.save(cwd / "cache", root / "responses")
     runs = {"chat": (Path(out.strip().splitlines()[-1]), results["chat"]), "ll": (ll, results["ll"])}
     return {"cwd": cwd, "root": root, "runs": runs}
@@ -150,7 +153,8 @@ def recorded(tiny_causal_lm: str, tmp_path_factory: pytest.TempPathFactory) -> d
 
 def test_record_writes_manifests_draws_and_token_counts(recorded: dict, tiny_causal_lm: str) -> None:
     chat_manifest, results = recorded["runs"]["chat"]
-    assert chat_manifest == recorded["root"] / "runs/tiny/chat/demet_names+multiagent_test_nointeraction+stop-hf/manifest.json"
+    folder = "runs/tiny/chat/demet_names+multiagent_test_nointeraction+stop-hf"
+    assert chat_manifest == recorded["root"] / folder / "manifest.json"
     m = manifests.read(chat_manifest)
     assert m["lm_eval_args"] == ["--tasks", "demet_names,multiagent_test_nointeraction,stop", "--limit", "3", "--seed",
                                  "0", "--apply_chat_template"]
@@ -166,7 +170,8 @@ def test_record_writes_manifests_draws_and_token_counts(recorded: dict, tiny_cau
     from bias_harness.plugins.replay import draw_key
 
     keys = {k for k, _ in responses.read_packs(recorded["root"] / "responses" / "tiny-hf_rank0")}
-    samples = [json.loads(line) for line in next(results.parent.glob("samples_multiagent_test_nointeraction_*.jsonl")).open()]
+    logged = next(results.parent.glob("samples_multiagent_test_nointeraction_*.jsonl"))
+    samples = [json.loads(line) for line in logged.open()]
     assert len(samples) == 3
     for s in samples:
         args = (s["arguments"]["gen_args_0"]["arg_0"], s["arguments"]["gen_args_0"]["arg_1"])
@@ -207,10 +212,10 @@ def _missing_errors(chat: Path, ll: Path, cache: Path, tmp_path: Path) -> None:
 
     for task, where in [("demet_names", "task 'demet_names', document 3 (generate_until)"),
                         ("stop", "task 'stop', document 3, dialogue step 1 (generate_until)"),
-                        ("multiagent_test_nointeraction", "task 'multiagent_test_nointeraction', document 3 (generate")]:
+                        ("multiagent_test_nointeraction", "task 'multiagent_test_nointeraction', document 3 (gen")]:
         with pytest.raises(MissingResponse, match="no saved response for " + re.escape(where)):
             replay.replay_run(chat, cache, tmp_path / "out", tasks=task, limit=4)
-    with pytest.raises(MissingResponse, match=r"task 'stereoset_en_combined', document 4 \(loglikelihood\) \(and 2 more"):
+    with pytest.raises(MissingResponse, match=r"'stereoset_en_combined', document 4 \(loglikelihood\) \(and 2 more"):
         replay.replay_run(ll, cache, tmp_path / "out", limit=5)
 
 

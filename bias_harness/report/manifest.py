@@ -108,7 +108,8 @@ def read(path: str | Path) -> dict[str, Any]:
         if key not in data:
             raise BadInput(f"{path}: field {key!r} missing")
     if data["manifest_version"] != VERSION:
-        raise BadInput(f"{path}: field 'manifest_version' is {data['manifest_version']!r}; this bias-harness reads {VERSION}")
+        raise BadInput(f"{path}: field 'manifest_version' is {data['manifest_version']!r}; "
+                       f"this bias-harness reads {VERSION}")
     args = data["lm_eval_args"]
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args) or "--tasks" not in args:
         raise BadInput(f"{path}: field 'lm_eval_args' must be a list of strings with --tasks")
@@ -242,7 +243,8 @@ def write(results_file: str | Path, runs_dir: str | Path, model_key: str, group:
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("results_*.json"):  # a re-run replaces the run
         old.unlink()
-    (folder / results_file.name).write_text(json.dumps(redact(data), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    redacted = json.dumps(redact(data), indent=2, ensure_ascii=False) + "\n"
+    (folder / results_file.name).write_text(redacted, encoding="utf-8")
     model_args = cfg.get("model_args") or {}
     dtype = cfg.get("model_dtype") or (model_args.get("dtype") if isinstance(model_args, dict) else None) or "auto"
     manifest = {
@@ -270,7 +272,8 @@ def tasks_on(runs_dir: str | Path) -> list[str]:
     out = []
     for path in find(runs_dir):
         m = read(path)
-        out += [f"{m['model_key']}/{m['group']}/{t}" for t in (flag(m["lm_eval_args"], "--tasks") or "").split(",") if t]
+        tasks = (flag(m["lm_eval_args"], "--tasks") or "").split(",")
+        out += [f"{m['model_key']}/{m['group']}/{t}" for t in tasks if t]
     return sorted(set(out))
 
 

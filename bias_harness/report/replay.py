@@ -108,7 +108,9 @@ def replay_run(manifest_path: str | Path, cache_dir: str | Path, out_root: str |
     pack = m["pack"]
     if not pack.endswith("_rank0"):
         raise BadInput(f"{path}: field 'pack' must name a rank-0 cache (<prefix>_rank0), not {pack!r}")
-    model_args = f"manifest={path.resolve()}" + (f",record_samples={Path(record_samples).resolve()}" if record_samples else "")
+    model_args = f"manifest={path.resolve()}"
+    if record_samples:
+        model_args += f",record_samples={Path(record_samples).resolve()}"
     out_root = Path(out_root)
     out_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_root, prefix=".replay-") as tmp:
@@ -134,8 +136,9 @@ def _place(results: Path, m: dict[str, Any], folder: Path, out_root: Path, label
     data.update(head)
     data["config"] = {**(head.get("config") or {}), "limit": limit}
     label = (folder / manifests.MANIFEST).resolve()
-    data[REPLAY_KEY] = {"manifest": str(label.relative_to(label_root.resolve()) if label.is_relative_to(label_root.resolve()) else label),
-                     "backend": m["run"].get("backend")}
+    root = label_root.resolve()
+    data[REPLAY_KEY] = {"manifest": str(label.relative_to(root) if label.is_relative_to(root) else label),
+                        "backend": m["run"].get("backend")}
     target = dest / f"results_{stamp}.json"
     target.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
     return target
@@ -344,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     rc.add_argument("--tokenizer", type=Path, default=None, help="the model folder (chat template, token counts)")
     rc.add_argument("--runs", type=Path, default=RUNS)
     rc.add_argument("--no-compare", action="store_true",
-                    help="do not require the replay to give the run's numbers (parsers or metrics changed since the run)")
+                    help="do not require the replay to give the run's numbers (parsers or metrics changed since)")
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)  # record: `-- <the run's lm-eval flags>`
     args = p.parse_args(argv[:cut])
@@ -362,8 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if cut == len(argv):
             p.error("record: give the run's lm-eval flags after --")
-        print(record(args.results_file, args.model_key, args.group, args.cache, argv[cut + 1:], args.tokenizer, args.runs,
-                     compare=not args.no_compare))
+        print(record(args.results_file, args.model_key, args.group, args.cache, argv[cut + 1:], args.tokenizer,
+                     args.runs, compare=not args.no_compare))
     return 0
 
 
