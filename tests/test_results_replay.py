@@ -301,3 +301,13 @@ def test_redact_and_flags() -> None:
     assert manifests.without(long, *manifests.MODEL_FLAGS) == ["--tasks", "stop", "--limit", "3",
                                                                 "--apply_chat_template", "--seed", "0"]
     assert manifests.flag(long, "--tasks") == "stop" and manifests.flag(["--limit=5"], "--limit") == "5"
+
+
+def test_numbers_compare_up_to_float_noise() -> None:
+    """A metric that moves is a difference; the last bits of a float (summation order on another CPU) are not."""
+    committed = {"stop": {"P,none": 0.3, "n_scored,none": 421.0, "nan,none": float("nan")}}
+    assert replay.differences(committed, {"stop": {"P,none": 0.1 + 0.2, "n_scored,none": 421.0,
+                                                   "nan,none": float("nan")}}) == []
+    moved = {"stop": {"P,none": 0.300001, "n_scored,none": 421.0}}
+    assert replay.differences(committed, moved) == [
+        "stop: P,none: committed 0.3, replay 0.300001", "stop: nan,none: committed nan, replay '<absent>'"]

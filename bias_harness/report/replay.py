@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 
 ROOT = Path("docs/results")
 RUNS = ROOT / "runs"
-PACKS = ROOT / "responses"
 NUMBERS = "numbers.json"
 CHECK_DOCS = 200  # documents per check task (fewer where the run has fewer)
 
@@ -83,7 +82,7 @@ def _stamp(m: dict[str, Any]) -> str:
 def replay_run(manifest_path: str | Path, cache_dir: str | Path, out_root: str | Path, *, tasks: str | None = None,
                limit: int | None = None, record_samples: str | Path | None = None,
                label_root: str | Path | None = None) -> Path:
-    """Replay one run into ``out_root/<model key>/<group>/<model folder>/``; returns the results file.
+    """Replay one run into ``out_root/<model key>/<group>/<run folder>/``; returns the results file.
 
     ``tasks`` / ``limit`` replace the run's ``--tasks`` / ``--limit`` (checks replay part of a run);
     ``record_samples``: the original results file whose logged samples supply sampled draws the cache lacks;
@@ -158,9 +157,10 @@ def run_numbers(results_file: Path) -> dict[str, Any]:
 
 
 def same(a: Any, b: Any) -> bool:
-    """Equal JSON values, NaN equal to NaN."""
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
+    """Equal JSON values; NaN equals NaN, and floats may differ in their last bits (another CPU may add a bootstrap's
+    values in another order), never by more than 1e-9 relative."""
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
