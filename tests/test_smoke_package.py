@@ -28,6 +28,7 @@ def test_distribution_declares_lm_eval_entry_points() -> None:
     eps = {(ep.group, ep.name): ep.value for ep in distribution("bias-harness").entry_points}
     assert eps[("lm_eval.tasks", "bias_harness")] == "bias_harness.tasks"
     assert eps[("lm_eval.models", "hf-mlm")] == "bias_harness.plugins.mlm:HFMaskedLM"
+    assert eps[("lm_eval.models", "replay")] == "bias_harness.plugins.replay:ReplayLM"
     assert eps[("console_scripts", "bias-harness")] == "bias_harness.cli:main"
     import bias_harness.plugins.mlm as mlm
 

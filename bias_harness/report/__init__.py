@@ -134,10 +134,16 @@ def _model_label(cfg: dict[str, Any]) -> str:
     return f"{cfg.get('model', '?')} ({args})"
 
 
+# Results replayed from response packs (bias_harness.report.replay) name their run manifest and the backend that
+# made the answers under this key: the run table shows those, not the replay.
+REPLAY_KEY = "bias_harness_run"
+
+
 def _add_results(run: Run, path: Path, data: dict[str, Any], label: str | None = None) -> None:
+    replayed = data.get(REPLAY_KEY) or {}
     run.sources.append(path)
-    run.labels[path] = label or path.name
-    run.backends[path] = backend_label(data)
+    run.labels[path] = replayed.get("manifest") or label or path.name
+    run.backends[path] = replayed.get("backend") or backend_label(data)
     stamp = path.stem.removeprefix("results_")
     cfg = data.get("config", {})
     for task, res in data.get("results", {}).items():

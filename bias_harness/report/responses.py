@@ -87,9 +87,10 @@ def save(cache_dir: str | Path, packs: str | Path) -> list[Path]:
     return written
 
 
-def restore(packs: str | Path, cache_dir: str | Path) -> dict[str, int]:
-    """Load every pack under ``packs`` into the databases of ``cache_dir`` (created as needed); responses a database
-    already holds stay as they are. Returns the number of responses added per database."""
+def restore(packs: str | Path, cache_dir: str | Path, only: set[str] | None = None) -> dict[str, int]:
+    """Load every pack under ``packs`` (``only``: of these databases, e.g. ``{"smollm2-hf_rank0"}``) into the
+    databases of ``cache_dir`` (created as needed); responses a database already holds stay as they are. Returns the
+    number of responses added per database."""
     from sqlitedict import SqliteDict
 
     packs, cache_dir = Path(packs), Path(cache_dir)
@@ -97,7 +98,7 @@ def restore(packs: str | Path, cache_dir: str | Path) -> dict[str, int]:
         raise MissingInput(f"no response packs in {packs}")
     cache_dir.mkdir(parents=True, exist_ok=True)
     added = {}
-    for pack_dir in sorted(p for p in packs.iterdir() if p.is_dir()):
+    for pack_dir in sorted(p for p in packs.iterdir() if p.is_dir() and (only is None or p.name in only)):
         n = 0
         with SqliteDict(str(cache_dir / f"{pack_dir.name}.db"), autocommit=False) as d:
             for key, value in read_packs(pack_dir):

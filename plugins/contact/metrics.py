@@ -38,7 +38,7 @@ from typing import Any
 import datasets
 import numpy as np
 
-from bias_harness.plugins import data, stats
+from bias_harness.plugins import data, stats, tokenizers
 
 CONTACTS: tuple[str, ...] = ("none", "positive", "negative")
 BIAS_KEYS: tuple[str, ...] = tuple(f"bias_pct_{c}" for c in CONTACTS)
@@ -102,9 +102,7 @@ def option_norms(docs: Sequence[dict[str, Any]], normalize: str, tokenizer: str 
     if not tokenizer:
         raise ValueError("contact: normalize=token needs the model's tokenizer: the model argument pretrained (lm-eval's CLI "
                          "passes it) or --metadata '{\"normalize\": \"token\", \"tokenizer\": \"<model folder or name>\"}'")
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(tokenizer)
+    tok = tokenizers.load(tokenizer)  # a tokenizer, or the token-count table of a replayed run
     return {o: [float(n) for n in option_token_counts(tok, doc_to_text(d), o)] for o, d in firsts.items()}
 
 

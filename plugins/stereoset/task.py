@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from functools import lru_cache
 from typing import Any
 
 import datasets
 from bias_harness.plugins.breakdown import BreakdownTask, keep_active
 
-from bias_harness.plugins import data
+from bias_harness.plugins import data, tokenizers
 
 from bias_harness.plugins.stereoset import metrics as stereoset_metrics
 from bias_harness.plugins.mlm import scored_by, set_mask_span, set_sentence_pair
@@ -111,11 +110,8 @@ def load_docs(dataset: str, parts: list[str] | str, instruction: str = "", split
     return datasets.DatasetDict({split: datasets.Dataset.from_list(docs, features=DOC_FEATURES)})
 
 
-@lru_cache(maxsize=4)
 def _tokenizer(name: str):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(name)
+    return tokenizers.load(name)  # a tokenizer, or the token-count table of a replayed run
 
 
 def normalise(lls: list[float], choices: list[str], how: str, tokenizer: str | None = None) -> list[float]:
