@@ -118,7 +118,8 @@ def test_stop_upstream_equals_the_authors_loop(docs) -> None:
         assert item.sensitivity == pytest.approx(1 - yes_rate, abs=1e-9), code
         assert data["closing_answers"] == [cf] and len(lm.prompts[pid]) == calls, code
     # their generation settings: stop at "." or newline, 100 tokens (greedy here; they sampled at temperature 0.7)
-    assert {(tuple(g["until"]), g["max_gen_toks"]) for g in lm.gen_kwargs} == {((".", "\n", "\nUser:"), 100)}
+    # plain transcript: the newline stop is applied by the engine, after the answer's leading whitespace
+    assert {(tuple(g["until"]), g["max_gen_toks"]) for g in lm.gen_kwargs} == {((".", "\nUser:"), 100)}
     doc = docs[1]
     shown = [doc["prompts"][0], "Yes", doc["prompts"][1], "Yes", doc["prompts"][2], "No"]
     assert _user(lm.prompts[1][-1]) == "\n".join([PAPER_INSTRUCTION, *shown, doc["cfprompt"]])
