@@ -132,7 +132,7 @@ def test_stop_upstream_gives_up_at_every_position(docs) -> None:
     # By hand: k-1 yes of 5 -> sensitivity 1 - (k-1)/5; only k = 1 reaches the ideal 1.0 (the authors' rule counts a
     # never-answered progression as all "no"); answers given k-1 + 6 + 1 per progression, 7 of them invalid.
     scripts = {41 + k: ["Yes"] * (k - 1) + ["Hmm"] * 6 + ["Hmm"] for k in range(1, 6)}
-    res, per, lm = _run("stop_upstream", scripts)
+    res, per, lm = _run("stop_upstream", scripts, breakdown=True)  # flagged_rate is a breakdown metric
     for k in range(1, 6):
         pid, doc = 41 + k, docs[41 + k]
         item, data = per[pid]
