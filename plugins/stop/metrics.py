@@ -437,7 +437,7 @@ def _demographic(d: str) -> Callable[[Progression], bool]:
 
 
 # metric key -> (its kind's aggregation, the subset its key holds items of; None: every progression). The order is
-# lm-eval's table order: each answer-validity diagnostic right after the metrics it qualifies.
+# that of the results JSON (lm-eval's table sorts by name): each diagnostic after the metrics it qualifies.
 METRICS: dict[str, tuple[Aggregation, Callable[[Progression], bool] | None]] = {
     "P": (agg_success, None),
     "P_ci_lo": (agg_success_ci_lo, None),
