@@ -145,6 +145,66 @@ def _scoring(run: Run, task: str) -> str:
     return f"; log-likelihood, option normalisation: {rule}"
 
 
+def metric_value(run: Run, task: str, name: str) -> float | None:
+    """A contact metric (breakdowns too) of ``task``, for the report's summary fields (:func:`_m`)."""
+    value = _m(run, task, name)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def rule_counts(run: Run, task: str) -> dict[str, int]:
+    """Generated answers of the logged samples per parser rule (empty for log-likelihood tasks or without samples)."""
+    from collections import Counter
+
+    from bias_harness.plugins.contact.metrics import parse_answer_rule
+
+    if (run.configs.get(task) or {}).get("output_type") != "generate_until":
+        return {}
+    counts: Counter[str] = Counter()
+    for s in run.samples(task):
+        doc, resps = s.get("doc") or {}, s.get("resps") or [[None]]
+        if "options" in doc and resps[0] and isinstance(resps[0][0], str):
+            counts[parse_answer_rule(resps[0][0], doc["options"])[1]] += 1
+    return dict(counts)
+
+
+def _validity(run: Run, task: str) -> list[str]:
+    """Answer validity: valid answers and invalid share per contact type, the contact effects paired over the prompt
+    sets answered validly under both conditions, the same-answer rate, the invalid share per scale, the parser rules."""
+    from bias_harness.plugins.contact.metrics import ANSWER_RULES, INVALID_RULES, SCALES
+
+    lines = ["Answer validity (plugins/contact/validity.py reads these; tasks/contact/README.md, \"Answer validity\"):",
+             "", "| contact | valid answers | invalid | effect (unpaired) | effect, paired | 95% CI (paired) | "
+             "prompt sets paired |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for c in CONTACTS:
+        cells = [fmt(_m(run, task, f"n_valid_{c}"), 0), fmt(_m(run, task, f"invalid_rate_{c}"), 4)]
+        if c == "none":
+            cells += ["", "", "", ""]
+        else:
+            e = f"effect_{c}"
+            cells += [fmt(_m(run, task, e), 2), fmt(_m(run, task, f"{e}_paired"), 2),
+                      f"[{fmt(_m(run, task, f'{e}_paired_ci_lo'), 2)}, {fmt(_m(run, task, f'{e}_paired_ci_hi'), 2)}]",
+                      fmt(_m(run, task, f"n_paired_{c}"), 0)]  # fmt: skip
+        lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    scales = [sc for sc in SCALES if run.metric(task, f"invalid_rate_{sc}") is not None or _in_samples(run, task, sc)]
+    same = fmt(_m(run, task, "same_answer_rate"), 4)
+    lines += ["", f"Same answer to the inclusive and the avoidance question of an action pair: {same} (1: the answer "
+              "ignores the action, and the bias % is 50 by construction; 0.5: random answers)."]  # fmt: skip
+    if len(scales) > 1:
+        per_scale = ", ".join(f"{sc} {fmt(_m(run, task, f'invalid_rate_{sc}'), 4)}" for sc in scales)
+        lines += [f"Invalid share per scale: {per_scale}."]
+    counts = rule_counts(run, task)
+    if counts:
+        lines += ["", "Generated answers per parser rule (`parse_answer_rule`; invalid: "
+                  + ", ".join(r for r in ANSWER_RULES if r in INVALID_RULES) + "):", "",
+                  "| " + " | ".join(ANSWER_RULES) + " |", "|" + "---|" * len(ANSWER_RULES),
+                  "| " + " | ".join(str(counts.get(r, 0)) for r in ANSWER_RULES) + " |"]  # fmt: skip
+    return lines + [""]
+
+
+def _in_samples(run: Run, task: str, scale: str) -> bool:
+    return any(len(it) > 3 and it[3] == scale for it in _items(run, task))
+
+
 def _render_task(run: Run, task: str, out_dir: Path) -> list[str]:
     from bias_harness.plugins.contact.metrics import breakdown
 
@@ -158,6 +218,7 @@ def _render_task(run: Run, task: str, out_dir: Path) -> list[str]:
     for k, label in (("effect_positive", "effect of positive contact (positive - none)"), ("effect_negative", "effect of negative contact (negative - none)")):
         lines.append(f"| {label} | {fmt(_m(run, task, k), 2)} | [{fmt(_m(run, task, k + '_ci_lo'), 2)}, {fmt(_m(run, task, k + '_ci_hi'), 2)}] |")
     lines += [f"| invalid answers (share of prompts, left out of the bias %) | {fmt(_m(run, task, 'invalid_rate'), 4)} | |", ""]
+    lines += _validity(run, task)
     eff_pos, eff_neg = _m(run, task, "effect_positive"), _m(run, task, "effect_negative")
     if isinstance(eff_pos, float) and isinstance(eff_neg, float) and not math.isnan(eff_pos + eff_neg):
         follows = eff_pos < 0 < eff_neg
