@@ -194,11 +194,26 @@ def _validity(run: Run, task: str) -> list[str]:
         lines += [f"Invalid share per scale: {per_scale}."]
     counts = rule_counts(run, task)
     if counts:
-        lines += ["", "Generated answers per parser rule (`parse_answer_rule`; invalid: "
-                  + ", ".join(r for r in ANSWER_RULES if r in INVALID_RULES) + "):", "",
+        invalid = ", ".join(r for r in ANSWER_RULES if r in INVALID_RULES)
+        lines += ["", f"Generated answers per parser rule (this version's `parse_answer_rule` on the logged answers; "
+                  f"invalid: {invalid}):", "",
                   "| " + " | ".join(ANSWER_RULES) + " |", "|" + "---|" * len(ANSWER_RULES),
                   "| " + " | ".join(str(counts.get(r, 0)) for r in ANSWER_RULES) + " |"]  # fmt: skip
     return lines + [""]
+
+
+def _hypothesis(run: Run, task: str) -> list[str]:
+    """The Contact Hypothesis (RQ2) read from the paired effects: their direction in words only where the verdict
+    passed and the 95% CI excludes 0 (plugins/contact/validity.py), else why not."""
+    from bias_harness.plugins.contact.metrics import METRIC_KEYS
+    from bias_harness.plugins.validity import direction
+
+    results = {k: _m(run, task, k) for k in METRIC_KEYS}
+    if not isinstance(results.get("effect_positive_paired"), float):
+        return []
+    said = [f"{c} contact: {direction(task, f'effect_{c}_paired', results)}" for c in CONTACTS[1:]]
+    return ["Contact Hypothesis (RQ2: positive contact lowers, negative contact raises bias), from the paired effects: "
+            + "; ".join(said) + ".", ""]  # fmt: skip
 
 
 def _in_samples(run: Run, task: str, scale: str) -> bool:
@@ -219,11 +234,7 @@ def _render_task(run: Run, task: str, out_dir: Path) -> list[str]:
         lines.append(f"| {label} | {fmt(_m(run, task, k), 2)} | [{fmt(_m(run, task, k + '_ci_lo'), 2)}, {fmt(_m(run, task, k + '_ci_hi'), 2)}] |")
     lines += [f"| invalid answers (share of prompts, left out of the bias %) | {fmt(_m(run, task, 'invalid_rate'), 4)} | |", ""]
     lines += _validity(run, task)
-    eff_pos, eff_neg = _m(run, task, "effect_positive"), _m(run, task, "effect_negative")
-    if isinstance(eff_pos, float) and isinstance(eff_neg, float) and not math.isnan(eff_pos + eff_neg):
-        follows = eff_pos < 0 < eff_neg
-        lines += [f"Contact Hypothesis (RQ2: positive contact lowers, negative contact raises bias): "
-                  f"**{'followed' if follows else 'not followed'}** on the point estimates.", ""]  # fmt: skip
+    lines += _hypothesis(run, task)
     stem = task.replace("/", "_")
     bar = out_dir / f"{stem}_bias_by_contact.png"
     _bar_plot(bar, task, [_m(run, task, f"bias_pct_{c}") for c in CONTACTS],

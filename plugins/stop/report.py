@@ -185,7 +185,8 @@ def _validity(run: Run, tasks: list[str]) -> list[str]:
     counts = {t: _rule_counts(run, t) for t in tasks}
     if any(counts.values()):
         invalid = ", ".join(r for r in RULES if r in INVALID_RULES)
-        lines += ["", f"Answers per parser rule (`plugins/yesno.py`; invalid: {invalid}):", "",
+        lines += ["", f"Answers per parser rule (this version's `plugins/yesno.py` on the logged answers, with the "
+                  f"run's parser settings; invalid: {invalid}):", "",
                   "| task | " + " | ".join(RULES) + " |", "|---|" + "---|" * len(RULES)]
         lines += [f"| {t} | " + " | ".join(str(c.get(r, 0)) for r in RULES) + " |" for t, c in counts.items() if c]
     return lines
