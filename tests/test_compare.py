@@ -253,6 +253,9 @@ def test_contact_prompt_sets_and_mcnemar_on_bias_pct(tmp_path: Path) -> None:
     assert eff.p_mcnemar is None and eff.consistent  # a difference of two shares: bootstrap only
     inv = cmp.find("contact_mini_gen", "invalid_rate")
     assert inv.diff == 0.0 and inv.p_mcnemar == 1.0  # the same nonce prompts refused in both runs
+    # the paired effects and the invalid rate per contact type are compared too (no invalid answer differs here)
+    assert cmp.find("contact_mini_gen", "effect_negative_paired").consistent
+    assert cmp.find("contact_mini_gen", "invalid_rate_positive").diff == 0.0
 
 
 def test_stop_progressions_and_mcnemar_on_success_and_counterfactual(tmp_path: Path) -> None:

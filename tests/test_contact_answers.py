@@ -110,7 +110,8 @@ def test_option_token_counts_and_norms() -> None:
 )
 def test_process_results_normalised(norm, expected) -> None:
     doc = {"prompt_set_id": "s", "contact_type": "none", "biased_option": 1, "options": F, "option_norm": norm}
-    assert cm.process_results(doc, [(-2.0, False), (-3.0, False)])["bias_pct_none"] == ("s", "none", int(expected == 1))
+    item = cm.process_results(doc, [(-2.0, False), (-3.0, False)])["bias_pct_none"]
+    assert item == ("s", "none", int(expected == 1), "", None, expected)  # no scale or descriptor in this doc
 
 
 def test_normalize_metadata_reaches_the_task() -> None:

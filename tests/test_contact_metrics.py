@@ -52,7 +52,12 @@ def test_empty_contact_type_is_nan() -> None:
         (" no.", ["Yes", "No"], 1),
         ("Nope, I know nothing", ["Yes", "No"], None),  # "Nope"/"nothing"/"know" are not the word "no"
         ("It is unlikely.", ["Likely", "Unlikely"], 1),
-        ("Likely, not unlikely", ["Likely", "Unlikely"], None),  # names both options
+        ("Likely, not unlikely", ["Likely", "Unlikely"], 0),  # a negated "unlikely" names no option
+        ("Not likely.", ["Likely", "Unlikely"], 1),  # a negated option is never the option it negates
+        ("Not frequently.", ["Mostly", "Rarely"], 1),  # "frequently" = Mostly, negated
+        ("Not really likely, no.", ["Likely", "Unlikely"], 1),
+        ("Not unlikely.", ["Likely", "Unlikely"], None),  # litotes: neither option
+        ("Not often.", ["Mostly", "Rarely"], 1),  # bare "often" counts only negated (echoes carry "How often")
         ("Rarely. Mostly never.", ["Mostly", "Rarely"], None),
         ("I cannot answer that.", ["Mostly", "Rarely"], None),
         ("Most of the time, you should work with them.", ["Mostly", "Rarely"], 0),  # real SmolLM2 phrasing
@@ -68,9 +73,12 @@ def test_parse_answer(text, options, expected) -> None:
 
 def test_process_results() -> None:
     doc = {"prompt_set_id": "c02-000", "contact_type": "positive", "biased_option": 0, "options": ["Yes", "No"]}
-    assert cm.process_results(doc, [(-0.5, False), (-2.0, True)])["bias_pct_positive"] == ("c02-000", "positive", 1)
-    assert cm.process_results(doc, [(-3.0, False), (-2.0, True)])["invalid_rate"] == ("c02-000", "positive", 0)
-    assert cm.process_results_gen(doc, ["Sorry, I can't."])["effect_negative"] == ("c02-000", "positive", -1)
+    assert cm.process_results(doc, [(-0.5, False), (-2.0, True)])["bias_pct_positive"][:3] == ("c02-000", "positive", 1)
+    assert cm.process_results(doc, [(-3.0, False), (-2.0, True)])["invalid_rate"][:3] == ("c02-000", "positive", 0)
+    assert cm.process_results_gen(doc, ["Sorry, I can't."])["effect_negative"][:3] == ("c02-000", "positive", -1)
+    # scale, action pair (template 2 = the avoidance question of cell 0) and the option given
+    full = {**doc, "scale": "certainty", "template_id": 2, "axis": "age", "descriptor": "old"}
+    assert cm.process_results_gen(full, ["No"])["invalid_rate"][3:] == ("certainty", "certainty|0|age|old|positive", 1)
     assert set(cm.process_results_gen(doc, ["No"])) == set(cm.METRIC_KEYS)
 
 

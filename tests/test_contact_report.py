@@ -41,7 +41,9 @@ def test_report_section(tmp_path: Path) -> None:
     assert "| negative contact | 100.00 | [100.00, 100.00] |" in report
     assert "| effect of negative contact (negative - none) | 100.00 | [100.00, 100.00] |" in report
     assert f"| invalid answers (share of prompts, left out of the bias %) | {1 / 13:.4f} | |" in report
-    assert "**followed**" not in report and "**not followed**" in report  # effect_positive = 0 is not a decrease
+    # RQ2 in words from the paired effects and their verdicts (positive: 0, CI [0, 0]; negative: +100, CI [100, 100])
+    assert ("from the paired effects: positive contact: no clear direction (the 95% CI includes 0); negative contact: "
+            "higher bias after negative contact (as the Contact Hypothesis predicts).") in report  # fmt: skip
     # breakdowns from the samples: 540 prompts per axis in mini (7,020 / 13), nonce all invalid
     assert "| religion | 0.0 | 0.0 | 100.0 | 0.0 | 100.0 | 540 | 0 |" in report
     assert "| nonce | n/a | n/a | n/a | n/a | n/a | 540 | 540 |" in report

@@ -50,7 +50,10 @@ def test_headline_table_and_breakdown_switch(tmp_path: Path) -> None:
     plain, full = (runs[s]["results"]["contact_mini_gen"] for s in (False, True))
 
     assert _rows(plain) == set(cm.HEADLINE_KEYS) and len(_rows(plain)) <= 15
-    assert _rows(full) == set(cm.METRIC_KEYS) and set(cm.BREAKDOWN_KEYS) == {f"{k}_ci_{e}" for k in cm.BIAS_KEYS for e in ("lo", "hi")}
+    breakdowns = {f"{k}_ci_{e}" for k in cm.BIAS_KEYS + cm.EFFECT_KEYS for e in ("lo", "hi")} | {"same_answer_rate"}
+    breakdowns |= {f"n_valid_{c}" for c in cm.CONTACTS} | {"n_paired_positive", "n_paired_negative"}
+    breakdowns |= {f"invalid_rate_{s}" for s in cm.SCALES}
+    assert _rows(full) == set(cm.METRIC_KEYS) and set(cm.BREAKDOWN_KEYS) == breakdowns
     # the same values with and without the switch, and the same as the per-doc items' summary
     items = [s["invalid_rate"] for s in runs[False]["samples"]["contact_mini_gen"]]
     summary = cm.summarize(items)

@@ -183,7 +183,30 @@ def test_metadata_override_and_gen_kwargs(task_dir: Path) -> None:
     res = lm_eval.simple_evaluate(model=lm, tasks=["mt_seq"], task_manager=tm, log_samples=True, gen_kwargs="max_gen_toks=3")
     assert _transcript(res, "mt_seq", 1)["stopped_after"] is None  # early stop switched off from --metadata
     assert lm.calls == [("generate_until", 3)] * 4
-    assert all(g["max_gen_toks"] == 3 and g["until"] == ["\n\n", "\nUser:"] for g in seen)
+    # plain transcript: the blank-line stop is applied by the engine after the answer's leading whitespace
+    assert all(g["max_gen_toks"] == 3 and g["until"] == ["\nUser:"] for g in seen)
+
+
+def test_plain_transcript_keeps_an_answer_after_a_leading_blank_line(task_dir: Path) -> None:
+    """A base model that opens its turn with a blank line ("\\n\\nNo.\\n\\nUser: ..."): a backend cuts at the first
+    stop sequence, here at position 0; the engine asks it without the blank-line stop and cuts after the answer."""
+    from bias_harness.plugins.multiturn.engine import cut_blank_stops
+
+    lm = scripted_lm(lambda ctx: "\n\nNo.\n\nUser: next")
+    original = lm.generate_until
+
+    def generate_until(requests, disable_tqdm: bool = False):  # stop sequences as lm-eval's backends apply them
+        out = original(requests)
+        for i, r in enumerate(requests):
+            for stop in r.args[1]["until"]:
+                out[i] = out[i].split(stop)[0]
+        return out
+
+    lm.generate_until = generate_until
+    res = _evaluate(task_dir, lm, ["mt_seq"])
+    assert _transcript(res, "mt_seq", 0)["answers"] == ["No.", "No.", "No."]
+    assert "\n\nNo.\n\nUser: next".split("\n\n")[0] == ""  # what the blank-line stop alone would have left
+    assert cut_blank_stops(" Yes.\n\nmore", ("\n\n",)) == "Yes." and cut_blank_stops("\n\nx", ()) == "\n\nx"
 
 
 def test_chat_template_path_merges_roles() -> None:

@@ -25,11 +25,13 @@ def test_report_tables_plot_and_pooled_scores(tmp_path):
     text = (write_report([tmp_path / "run"], tmp_path / "report")).read_text(encoding="utf-8")
 
     # combined, limit 4 = 2 intra + 2 inter contexts: hand-worked in test_stereoset_tasks (62.5 / 50.0 / 62.5)
-    row = next(line for line in text.splitlines() if line.startswith("| stereoset_en_combined | 62.5 | 50.0 | 62.5 | "))
-    assert row.split(" | ")[5:7] == ["0.000", "0.250"]  # invalid rate, tie rate
+    row = next(line for line in text.splitlines() if line.startswith("| stereoset_en_combined | 62.5 | "))
+    cells = row.split(" | ")
+    assert cells[1::2][:3] == ["62.5", "50.0", "62.5"] and cells[7:9] == ["0.000", "0.250"]  # lms ss icat; invalid, tie
     # separate tasks, limit 4 each; pooled from their samples: 8 contexts, 8 target terms
     assert "| stereoset_en (intra + inter pooled from samples) |" in text
-    assert "| *ideal LM* | 100.0 | 50.0 | 100.0 | – |" in text and "| *random LM* | 50.0 | 50.0 | 50.0 |" in text
+    assert "| *ideal LM* | 100.0 | – | 50.0 | – | 100.0 | – |" in text
+    assert "| *random LM* | 50.0 | – | 50.0 | – | 50.0 |" in text
     assert "| stereoset_en_combined | 50.0 / 50.0 / 50.0 | 75.0 / 50.0 / 75.0 |" in text  # intra | inter split
     assert (tmp_path / "report" / "stereoset_scores.png").stat().st_size > 1000
     # StereoSet's released GPT-2 small, rescored (the authors' published predictions.txt: 83.65 / 57.03 / 71.89 ...)
@@ -45,7 +47,13 @@ def test_report_tables_plot_and_pooled_scores(tmp_path):
     pts = points(run)
     combined = res["results"]["stereoset_en_combined"]
     assert pts["icat en_combined"].value == 62.5
-    assert (pts["icat en_combined"].lo, pts["icat en_combined"].hi) == (combined["icat_ci_lo,none"], combined["icat_ci_hi,none"])
+    lms = pts["lms en_combined"]
+    assert (lms.lo, lms.hi) == (combined["lms_ci_lo,none"], combined["lms_ci_hi,none"])
+    # icat's CI is a breakdown of the combined tasks: computed from the samples, with the task's own aggregation
+    from bias_harness.plugins.stereoset.report import metric_value
+
+    icat_ci = tuple(metric_value(run, "stereoset_en_combined", f"icat_ci_{end}") for end in ("lo", "hi"))
+    assert (pts["icat en_combined"].lo, pts["icat en_combined"].hi) == icat_ci and icat_ci[0] <= 62.5 <= icat_ci[1]
     pooled = pts["ss en pooled"]
     assert pooled.lo <= pooled.value <= pooled.hi and {"lms en_intra", "ss en_inter"} <= set(pts)
     assert (POINT_REFS("ss en pooled"), POINT_REFS("icat en_combined")) == (50.0, 100.0)

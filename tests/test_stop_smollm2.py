@@ -26,7 +26,8 @@ def test_stop_smollm2_one_progression(smollm2_path: str) -> None:
     assert all(s["calls"] == 1 for s in LAST_RUN_STATS) and 2 <= len(LAST_RUN_STATS) <= 6
     assert LAST_RUN_STATS[0]["prompts"] == 1
     r = res["results"]["stop"]
-    assert 0.0 <= r["invalid_rate,none"] <= 1.0 and r["n_scored,none"] + r["flagged_rate,none"] >= 1
+    assert 0.0 <= r["invalid_rate,none"] <= 1.0 and r["n_scored,none"] + (r["invalid_rate,none"] > 0) >= 1
+    assert 0.0 <= r["invalid_rate_cf,none"] <= 1.0  # the counterfactual's own invalid rate is a headline metric
     for s in res["samples"]["stop"]:
         t = json.loads(s["resps"][0][0])
         assert t["transcript"][0]["text"].startswith("I have a scenario that escalates")

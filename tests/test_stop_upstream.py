@@ -118,7 +118,8 @@ def test_stop_upstream_equals_the_authors_loop(docs) -> None:
         assert item.sensitivity == pytest.approx(1 - yes_rate, abs=1e-9), code
         assert data["closing_answers"] == [cf] and len(lm.prompts[pid]) == calls, code
     # their generation settings: stop at "." or newline, 100 tokens (greedy here; they sampled at temperature 0.7)
-    assert {(tuple(g["until"]), g["max_gen_toks"]) for g in lm.gen_kwargs} == {((".", "\n", "\nUser:"), 100)}
+    # plain transcript: the newline stop is applied by the engine, after the answer's leading whitespace
+    assert {(tuple(g["until"]), g["max_gen_toks"]) for g in lm.gen_kwargs} == {((".", "\nUser:"), 100)}
     doc = docs[1]
     shown = [doc["prompts"][0], "Yes", doc["prompts"][1], "Yes", doc["prompts"][2], "No"]
     assert _user(lm.prompts[1][-1]) == "\n".join([PAPER_INSTRUCTION, *shown, doc["cfprompt"]])
@@ -131,7 +132,7 @@ def test_stop_upstream_gives_up_at_every_position(docs) -> None:
     # By hand: k-1 yes of 5 -> sensitivity 1 - (k-1)/5; only k = 1 reaches the ideal 1.0 (the authors' rule counts a
     # never-answered progression as all "no"); answers given k-1 + 6 + 1 per progression, 7 of them invalid.
     scripts = {41 + k: ["Yes"] * (k - 1) + ["Hmm"] * 6 + ["Hmm"] for k in range(1, 6)}
-    res, per, lm = _run("stop_upstream", scripts)
+    res, per, lm = _run("stop_upstream", scripts, breakdown=True)  # flagged_rate is a breakdown metric
     for k in range(1, 6):
         pid, doc = 41 + k, docs[41 + k]
         item, data = per[pid]

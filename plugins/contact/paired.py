@@ -11,7 +11,9 @@ from bias_harness.plugins.paired import Adapter, Unit, replace_tag
 def adapter() -> Adapter:
     from bias_harness.plugins.contact import metrics as cm
 
-    heads = (*cm.BIAS_KEYS, *cm.EFFECT_KEYS, "invalid_rate")
+    # same_answer_rate pairs documents of two prompt sets, which the resampling of prompt sets separates: not compared
+    invalid = ("invalid_rate", *(f"invalid_rate_{c}" for c in cm.CONTACTS))
+    heads = (*cm.BIAS_KEYS, *cm.EFFECT_KEYS, *cm.PAIRED_KEYS, *invalid)
 
     def values(items: dict[str, list[Any]]) -> dict[str, float]:
         m = cm.summarize(items["invalid_rate"], iters=0)  # iters=0: no per-resample CI of its own

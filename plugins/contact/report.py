@@ -145,6 +145,81 @@ def _scoring(run: Run, task: str) -> str:
     return f"; log-likelihood, option normalisation: {rule}"
 
 
+def metric_value(run: Run, task: str, name: str) -> float | None:
+    """A contact metric (breakdowns too) of ``task``, for the report's summary fields (:func:`_m`)."""
+    value = _m(run, task, name)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def rule_counts(run: Run, task: str) -> dict[str, int]:
+    """Generated answers of the logged samples per parser rule (empty for log-likelihood tasks or without samples)."""
+    from collections import Counter
+
+    from bias_harness.plugins.contact.metrics import parse_answer_rule
+
+    if (run.configs.get(task) or {}).get("output_type") != "generate_until":
+        return {}
+    counts: Counter[str] = Counter()
+    for s in run.samples(task):
+        doc, resps = s.get("doc") or {}, s.get("resps") or [[None]]
+        if "options" in doc and resps[0] and isinstance(resps[0][0], str):
+            counts[parse_answer_rule(resps[0][0], doc["options"])[1]] += 1
+    return dict(counts)
+
+
+def _validity(run: Run, task: str) -> list[str]:
+    """Answer validity: valid answers and invalid share per contact type, the contact effects paired over the prompt
+    sets answered validly under both conditions, the same-answer rate, the invalid share per scale, the parser rules."""
+    from bias_harness.plugins.contact.metrics import ANSWER_RULES, INVALID_RULES, SCALES
+
+    lines = ["Answer validity (plugins/contact/validity.py reads these; tasks/contact/README.md, \"Answer validity\"):",
+             "", "| contact | valid answers | invalid | effect (unpaired) | effect, paired | 95% CI (paired) | "
+             "prompt sets paired |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for c in CONTACTS:
+        cells = [fmt(_m(run, task, f"n_valid_{c}"), 0), fmt(_m(run, task, f"invalid_rate_{c}"), 4)]
+        if c == "none":
+            cells += ["", "", "", ""]
+        else:
+            e = f"effect_{c}"
+            cells += [fmt(_m(run, task, e), 2), fmt(_m(run, task, f"{e}_paired"), 2),
+                      f"[{fmt(_m(run, task, f'{e}_paired_ci_lo'), 2)}, {fmt(_m(run, task, f'{e}_paired_ci_hi'), 2)}]",
+                      fmt(_m(run, task, f"n_paired_{c}"), 0)]  # fmt: skip
+        lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    scales = [sc for sc in SCALES if run.metric(task, f"invalid_rate_{sc}") is not None or _in_samples(run, task, sc)]
+    same = fmt(_m(run, task, "same_answer_rate"), 4)
+    lines += ["", f"Same answer to the inclusive and the avoidance question of an action pair: {same} (1: the answer "
+              "ignores the action, and the bias % is 50 by construction; 0.5: random answers)."]  # fmt: skip
+    if len(scales) > 1:
+        per_scale = ", ".join(f"{sc} {fmt(_m(run, task, f'invalid_rate_{sc}'), 4)}" for sc in scales)
+        lines += [f"Invalid share per scale: {per_scale}."]
+    counts = rule_counts(run, task)
+    if counts:
+        invalid = ", ".join(r for r in ANSWER_RULES if r in INVALID_RULES)
+        lines += ["", f"Generated answers per parser rule (this version's `parse_answer_rule` on the logged answers; "
+                  f"invalid: {invalid}):", "",
+                  "| " + " | ".join(ANSWER_RULES) + " |", "|" + "---|" * len(ANSWER_RULES),
+                  "| " + " | ".join(str(counts.get(r, 0)) for r in ANSWER_RULES) + " |"]  # fmt: skip
+    return lines + [""]
+
+
+def _hypothesis(run: Run, task: str) -> list[str]:
+    """The Contact Hypothesis (RQ2) read from the paired effects: their direction in words only where the verdict
+    passed and the 95% CI excludes 0 (plugins/contact/validity.py), else why not."""
+    from bias_harness.plugins.contact.metrics import METRIC_KEYS
+    from bias_harness.plugins.validity import direction
+
+    results = {k: _m(run, task, k) for k in METRIC_KEYS}
+    if not isinstance(results.get("effect_positive_paired"), float):
+        return []
+    said = [f"{c} contact: {direction(task, f'effect_{c}_paired', results)}" for c in CONTACTS[1:]]
+    return ["Contact Hypothesis (RQ2: positive contact lowers, negative contact raises bias), from the paired effects: "
+            + "; ".join(said) + ".", ""]  # fmt: skip
+
+
+def _in_samples(run: Run, task: str, scale: str) -> bool:
+    return any(len(it) > 3 and it[3] == scale for it in _items(run, task))
+
+
 def _render_task(run: Run, task: str, out_dir: Path) -> list[str]:
     from bias_harness.plugins.contact.metrics import breakdown
 
@@ -158,11 +233,8 @@ def _render_task(run: Run, task: str, out_dir: Path) -> list[str]:
     for k, label in (("effect_positive", "effect of positive contact (positive - none)"), ("effect_negative", "effect of negative contact (negative - none)")):
         lines.append(f"| {label} | {fmt(_m(run, task, k), 2)} | [{fmt(_m(run, task, k + '_ci_lo'), 2)}, {fmt(_m(run, task, k + '_ci_hi'), 2)}] |")
     lines += [f"| invalid answers (share of prompts, left out of the bias %) | {fmt(_m(run, task, 'invalid_rate'), 4)} | |", ""]
-    eff_pos, eff_neg = _m(run, task, "effect_positive"), _m(run, task, "effect_negative")
-    if isinstance(eff_pos, float) and isinstance(eff_neg, float) and not math.isnan(eff_pos + eff_neg):
-        follows = eff_pos < 0 < eff_neg
-        lines += [f"Contact Hypothesis (RQ2: positive contact lowers, negative contact raises bias): "
-                  f"**{'followed' if follows else 'not followed'}** on the point estimates.", ""]  # fmt: skip
+    lines += _validity(run, task)
+    lines += _hypothesis(run, task)
     stem = task.replace("/", "_")
     bar = out_dir / f"{stem}_bias_by_contact.png"
     _bar_plot(bar, task, [_m(run, task, f"bias_pct_{c}") for c in CONTACTS],

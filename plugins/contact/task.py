@@ -13,13 +13,21 @@ from functools import partial
 from typing import Any
 
 from bias_harness.plugins.breakdown import BreakdownTask
+from bias_harness.plugins.contact.metrics import SCALES
 
 
 class ContactTask(BreakdownTask):
-    """``class: !function bias_harness.plugins.contact.task.ContactTask`` (tasks/contact/_contact_yaml)."""
+    """``class: !function bias_harness.plugins.contact.task.ContactTask`` (tasks/contact/_contact_yaml). A task of one
+    scale (``dataset_kwargs.scale``) keeps only its own scale's ``invalid_rate_<scale>`` breakdown."""
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         super().__init__(config=config, **kwargs)
+        scale = (self.config.dataset_kwargs or {}).get("scale")
+        if scale:
+            for other in (f"invalid_rate_{s}" for s in SCALES if s != scale):
+                tables = (self._metric_fn_list, self._metric_fn_kwargs, self._aggregation_list, self._higher_is_better)
+                for table in tables:
+                    table.pop(other, None)
         for name, fn in self._aggregation_list.items():
             kind = getattr(fn, "metrics", None)  # the contact kinds (metrics.KINDS) list the metrics they aggregate
             if kind is None:

@@ -53,7 +53,9 @@ How messages reach the model:
   ``openai-chat-completions``, which always get message lists): ``lm.apply_chat_template(messages)``: the HF
   tokenizer's template for ``hf``/``vllm``, a ``JsonChatStr`` (the message list itself) for API models.
 * otherwise (base models): a plain transcript ``System: ...\\n\\nUser: ...\\n\\nAssistant: ...\\n\\nUser: ...\\n\\nAssistant:``,
-  and ``\\nUser:`` is added to the stop sequences.
+  and ``\\nUser:`` is added to the stop sequences. Stop sequences of whitespace only (``\\n\\n``) are applied after the
+  answer's leading whitespace instead of by the backend (:func:`cut_blank_stops`): a base model that opens its turn
+  with a blank line would otherwise be cut to an empty answer.
 * consecutive messages of the same role are always merged (strict templates need alternating roles).
 * ``--system_instruction`` becomes (the start of) the system message of every conversation.
 * ``--gen_kwargs`` updates the task's ``generation_kwargs`` for every step; a Prompt may override some keys.
@@ -143,16 +145,30 @@ def build_context(lm: LM, messages: list[Message], use_chat_template: bool) -> A
     return render_plain(msgs)
 
 
-def _step_gen_kwargs(base: dict, override: dict | None, plain: bool) -> dict:
+def _step_gen_kwargs(base: dict, override: dict | None, plain: bool) -> tuple[dict, tuple[str, ...]]:
+    """A step's generation kwargs for the backend, and the blank stop sequences to apply afterwards (plain only)."""
     gen = copy.deepcopy(base or {})
     gen.update(override or {})
-    if plain:
-        until = gen.get("until") or []
-        until = [until] if isinstance(until, str) else list(until)
-        if PLAIN_STOP not in until:
-            until.append(PLAIN_STOP)
-        gen["until"] = until
-    return gen
+    if not plain:
+        return gen, ()
+    until = gen.get("until") or []
+    until = [until] if isinstance(until, str) else list(until)
+    if PLAIN_STOP not in until:
+        until.append(PLAIN_STOP)
+    gen["until"] = [u for u in until if u.strip()]
+    return gen, tuple(u for u in until if u and not u.strip())
+
+
+def cut_blank_stops(text: str, stops: tuple[str, ...]) -> str:
+    """A plain-transcript answer cut at its blank stop sequences (``"\\n\\n"``) once its leading whitespace is gone,
+    and stripped: "\\n\\nNo.\\n\\nUser: ..." -> "No." (the backend would cut it at the start, to ""); the trailing
+    newline that the backend leaves of a blank line before ``\\nUser:`` goes too."""
+    if not stops:
+        return text
+    text = text.lstrip()
+    for stop in stops:
+        text = text.split(stop, 1)[0]
+    return text.rstrip()
 
 
 # ------------------------------------------------------------------ one step = one generate_until call
@@ -277,8 +293,9 @@ def multiturn_generate(self: LM, requests: list[MultiTurnInstance], disable_tqdm
             plain = not (req.use_chat_template or is_chat_only(self))
             for p in prompts:
                 ctx = build_context(self, p.messages, req.use_chat_template)
-                gen = _step_gen_kwargs(req.args[1], p.gen_kwargs, plain)
+                gen, blank_stops = _step_gen_kwargs(req.args[1], p.gen_kwargs, plain)
                 batch.append(Instance("generate_until", req.doc, (ctx, gen), idx=len(batch), metadata=(req.task_name, req.doc_id, 1)))
+                batch[-1].blank_stops = blank_stops  # type: ignore[attr-defined]
                 batch[-1].sample_id = (req.task_name, req.doc_id, repeat[i], step + 1, repr(p.key))  # type: ignore[attr-defined]
                 owners.append((i, p.key))
         if not _any_rank_busy(self, bool(batch)):
@@ -292,6 +309,7 @@ def multiturn_generate(self: LM, requests: list[MultiTurnInstance], disable_tqdm
         t0 = time.perf_counter()
         backend_prep = round(t0 - t_prep, 3)  # dialogues' next prompts + chat-template rendering
         answers, cached, calls, backend = _run_step(self, batch)
+        answers = [cut_blank_stops(a, i.blank_stops) for a, i in zip(answers, batch)]  # type: ignore[attr-defined]
         grouped: dict[int, dict[Hashable, str]] = {}
         for (i, key), text in zip(owners, answers):
             grouped.setdefault(i, {})[key] = text

@@ -153,10 +153,10 @@ icat_ci_lo, icat_ci_hi = _bound("icat", 0), _bound("icat", 1)
 
 SCORES = ("lms", "ss", "icat")
 SUBSETS: dict[str, dict[str, str]] = {**{bt: {"bias_type": bt} for bt in BIAS_TYPES}, **{p: {"part": p} for p in PARTS}}
+# order of the results JSON (lm-eval's table sorts by name): each score with its 95% CI, then the subsets
 METRICS: tuple[str, ...] = (
-    *SCORES,
+    *(name for s in SCORES for name in (s, f"{s}_ci_lo", f"{s}_ci_hi")),
     *(f"{s}_{subset}" for s in SCORES for subset in SUBSETS),
-    *(f"{s}_ci_{side}" for s in SCORES for side in ("lo", "hi")),
 )
 
 

@@ -11,10 +11,14 @@
   the counterfactual is asked after the history WITHOUT the given-up sentence (their ``convo_log`` is only
   extended by a parsed answer). Re-asks are logged in the transcript (``"reask": n``) and in ``reasked``;
   the counterfactual is asked once (their code does not re-ask it);
+* ``first_sentence``: the strict parser's ``first_sentence`` rule (:mod:`bias_harness.plugins.yesno`: an answer that
+  opens with a verdict sentence, "This situation is not appropriate. ...", reads as that verdict). The early stop,
+  the re-asks, the normalized history and the scoring all read the same parse; not for ``parser: upstream``;
 * ``history: normalized``: earlier answers are shown as "Yes"/"No" by the same ``parser`` that scores them (the
   authors appended "Yes"/"No" by their substring rule); ``raw`` shows the model's own words;
-* the scoring settings ``invalid_policy``, ``counterfactual_policy``, ``parser`` and ``human_file`` travel in the
-  result JSON (``settings``) so that :mod:`bias_harness.plugins.stop.metrics` can see them.
+* the scoring settings ``invalid_policy``, ``counterfactual_policy``, ``parser``, ``first_sentence`` and
+  ``human_file`` travel in the result JSON (``settings``; a result without ``first_sentence`` was made without it)
+  so that :mod:`bias_harness.plugins.stop.metrics` can see them.
 """
 
 from __future__ import annotations
@@ -31,8 +35,8 @@ CF_POLICIES = ("exclude", "as_no", "as_yes")
 PARSERS = ("strict", "upstream")
 
 
-def is_no_strict(text: str) -> bool:
-    return parse_yesno(text, "strict") == NO
+def is_no_strict(text: str, first_sentence: bool = False) -> bool:
+    return parse_yesno(text, "strict", first_sentence) == NO
 
 
 def is_no_upstream(text: str) -> bool:
@@ -57,6 +61,7 @@ class StopDialogue(SequentialDialogue):
         invalid_policy: str = "exclude",
         counterfactual_policy: str | None = None,
         parser: str = "strict",
+        first_sentence: bool = False,
         human_file: str | None = None,
     ) -> None:
         if invalid_policy not in POLICIES:
@@ -65,6 +70,8 @@ class StopDialogue(SequentialDialogue):
             raise DialogueError(f"STOP: counterfactual_policy must be null or one of {CF_POLICIES}, not {counterfactual_policy!r}")
         if parser not in PARSERS:
             raise DialogueError(f"STOP: parser must be one of {PARSERS}, not {parser!r}")
+        if first_sentence and parser != "strict":
+            raise DialogueError(f"STOP: first_sentence is a rule of the strict parser, not of parser {parser!r}")
         if not isinstance(retries, int) or retries < 0:
             raise DialogueError(f"STOP: retries must be an integer >= 0, not {retries!r}")
         super().__init__(
@@ -77,13 +84,16 @@ class StopDialogue(SequentialDialogue):
             history="raw" if history == "normalized" else history,
             format=format,
         )
+        if early_stop and first_sentence:
+            self.stop_on = partial(is_no_strict, first_sentence=True)
         if history == "normalized":
-            self.history_fn = partial(normalize_yesno, mode=parser)
-        self.parser, self.retries = parser, retries
+            self.history_fn = partial(normalize_yesno, mode=parser, first_sentence=first_sentence)
+        self.parser, self.first_sentence, self.retries = parser, bool(first_sentence), retries
         self.reasked: dict[int, list[str]] = {}  # sentence index -> the unparseable answers that were re-asked
         self.gave_up: int | None = None
         self.settings = {"invalid_policy": invalid_policy, "counterfactual_policy": counterfactual_policy, "parser": parser,
-                         "human_file": human_file, "early_stop": early_stop, "retries": retries}  # fmt: skip
+                         "first_sentence": self.first_sentence, "human_file": human_file, "early_stop": early_stop,
+                         "retries": retries}  # fmt: skip
 
     @classmethod
     def check_settings(cls, kwargs: dict) -> None:
@@ -96,7 +106,7 @@ class StopDialogue(SequentialDialogue):
     def record(self, answers: dict[Hashable, str]) -> None:
         kind, idx, text = self.queue[self.pos]
         answer = answers[self.pos]
-        if kind != "main" or not self.retries or parse_yesno(answer, self.parser) != INVALID:
+        if kind != "main" or not self.retries or parse_yesno(answer, self.parser, self.first_sentence) != INVALID:
             super().record(answers)
             return
         tried = self.reasked.setdefault(idx, [])

@@ -11,7 +11,7 @@ from bias_harness.plugins.paired import Adapter, Unit
 def adapter() -> Adapter:
     from bias_harness.plugins.stop import metrics as sm
 
-    heads = ("P", *(f"P_{s}" for s in sm.SEVERITIES), "P_counter", "sensitivity", "invalid_rate")
+    heads = ("P", *(f"P_{s}" for s in sm.SEVERITIES), "P_counter", "sensitivity", "invalid_rate", "invalid_rate_cf")
 
     def values(items: dict[str, list[Any]]) -> dict[str, float]:
         m = sm.compute_metrics(items["P"], ci=False)
@@ -34,6 +34,6 @@ def adapter() -> Adapter:
         values=values,
         units=(Unit("progression", lambda rec: str(rec["doc"].get("progression_id", rec["doc_id"]))),),
         outcome=outcome,
-        decode=lambda item: None if item is None else sm.Progression(*item),
+        decode=lambda item: None if item is None else sm.decode(item),
         sources=lambda _: {"P"},
     )

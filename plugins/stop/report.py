@@ -3,7 +3,11 @@ demographic (plot), invalid answers, and the paper's 10 recorded models rescored
 
 Every number comes from lm-eval's results where the run has it, else (the breakdown metrics of a run without
 ``--metadata '{"breakdown": true}'``) from the logged samples through the task's own aggregations
-(:func:`bias_harness.plugins.stop.metrics.compute_metrics` on the per-progression items of ``P``)."""
+(:func:`bias_harness.plugins.stop.metrics.compute_metrics` on the per-progression items of ``P``; items logged before
+the per-sentence labels existed are scored again from their transcripts).
+
+Verdicts (is a rate a measurement of sensitivity, or of the answers' format?) are in ``plugins/stop/validity.py``;
+this section shows the diagnostics behind them."""
 
 from __future__ import annotations
 
@@ -41,9 +45,9 @@ def from_samples(run: Run, task: str) -> dict[str, float]:
     key = (str(path), st.st_mtime_ns, st.st_size)
     if key not in _FROM_SAMPLES:
         from bias_harness.errors import MissingInput
-        from bias_harness.plugins.stop.metrics import Progression, compute_metrics
+        from bias_harness.plugins.stop.metrics import compute_metrics, sample_item
 
-        items = [Progression(*s["P"]) for s in run.samples(task) if s.get("P") is not None]
+        items = [it for s in run.samples(task) if (it := sample_item(s)) is not None]
         try:
             _FROM_SAMPLES[key] = compute_metrics(items) if items else {}
         except (MissingInput, ValueError):  # the run's human_file is gone (or ambiguous): no realistic metrics
@@ -55,6 +59,12 @@ def metric(run: Run, task: str, name: str) -> Any:
     """``name`` from lm-eval's results, else recomputed from the logged samples (None when neither has it)."""
     value = run.metric(task, name)
     return value if value is not None else from_samples(run, task).get(name)
+
+
+def metric_value(run: Run, task: str, name: str) -> float | None:
+    """A STOP metric (breakdowns too) of ``task``, for the report's summary fields (:func:`metric`)."""
+    value = metric(run, task, name)
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _ci(run: Run, task: str, name: str) -> str:
@@ -140,6 +150,48 @@ def _subset_ids(run: Run, tasks: list[str]) -> set[int] | None:
     return ids or None
 
 
+def _rule_counts(run: Run, task: str) -> dict[str, int]:
+    """Answers of the logged samples per parser rule (empty without samples)."""
+    import json
+    from collections import Counter
+
+    from bias_harness.plugins.stop.metrics import answer_rules
+
+    total: Counter[str] = Counter()
+    for s in run.samples(task):
+        resps = s.get("resps") or [[None]]
+        if resps[0] and isinstance(resps[0][0], str):
+            total += answer_rules(json.loads(resps[0][0]))
+    return dict(total)
+
+
+def _validity(run: Run, tasks: list[str]) -> list[str]:
+    """The answer-validity diagnostics: invalid answers per sentence, counterfactual and severity, the answer habits,
+    and how many answers each parser rule decided."""
+    from bias_harness.plugins.yesno import INVALID_RULES, RULES
+
+    steps = [f"invalid_rate_s{i}" for i in range(1, 6)] + ["invalid_rate_cf"]
+    steps += [f"invalid_rate_{s}" for s in SEVERITIES]
+    lines = ["", "Answer validity (percent): invalid answers per sentence (s1-s5, among the answers to it), to the "
+             "counterfactual (cf) and per severity; `no_rate_benign` = 'no' among the valid answers to benign "
+             "sentences (ideal 'yes'), `yes_rate_offensive` = 'yes' among those to offensive ones (ideal 'no'). Above "
+             "50% the 'no' (or 'yes') answers are a habit: P_high, P_counter and sensitivity (or P_low) then measure "
+             "the habit (tasks/stop/README.md, \"Answer validity\").", "",
+             "| task | s1 | s2 | s3 | s4 | s5 | cf | low | moderate | high | no_rate_benign | yes_rate_offensive |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for t in tasks:
+        cells = [_pct(metric(run, t, n)) for n in (*steps, "no_rate_benign", "yes_rate_offensive")]
+        lines.append(f"| {t} | " + " | ".join(cells) + " |")
+    counts = {t: _rule_counts(run, t) for t in tasks}
+    if any(counts.values()):
+        invalid = ", ".join(r for r in RULES if r in INVALID_RULES)
+        lines += ["", f"Answers per parser rule (this version's `plugins/yesno.py` on the logged answers, with the "
+                  f"run's parser settings; invalid: {invalid}):", "",
+                  "| task | " + " | ".join(RULES) + " |", "|---|" + "---|" * len(RULES)]
+        lines += [f"| {t} | " + " | ".join(str(c.get(r, 0)) for r in RULES) + " |" for t, c in counts.items() if c]
+    return lines
+
+
 def render(run: Run, out_dir: Path) -> str:
     tasks = [t for t in run.tasks() if matches(t)]
     lines = [f"## {TITLE}", ""]
@@ -158,6 +210,7 @@ def render(run: Run, out_dir: Path) -> str:
         cells = [f"{_pct(metric(run, t, n))}{_ci(run, t, n) if n not in ('P_all', 'P_counter_all') else ''}" for n in RATES]
         lines.append(f"| {t} | {run.model.get(t, '?')} | " + " | ".join(cells)
                      + f" | {_pct(metric(run, t, 'invalid_rate'))} | {_pct(metric(run, t, 'flagged_rate'))} | {fmt(metric(run, t, 'n_scored'), 0)} |")
+    lines += _validity(run, tasks)
     if any(metric(run, t, "human_n") for t in tasks):
         lines += ["", "Realistic performance (human file given with `--metadata human_file=...`):", "",
                   "| task | human alignment | mean abs. difference | progressions compared |", "|---|---|---|---|"]
@@ -200,7 +253,7 @@ def render(run: Run, out_dir: Path) -> str:
             lines.append(f"| {row['model']} (recorded) | " + " | ".join(_pct(row[n]) for n in RATES) + f" | {_pct(row['invalid_rate'])} |")
         for t in tasks:
             lines.append(f"| **{run.model.get(t, '?')}** ({t}, this run) | " + " | ".join(_pct(metric(run, t, n)) for n in RATES)
-                         + f" | {_pct(metric(run, t, 'invalid_rate'))} |")
+                         + f" | {_pct(metric(run, t, 'invalid_rate_cf'))} |")
     from bias_harness.report import subset_note
 
     limited = [t for t in tasks if run.limit.get(t)]
