@@ -23,7 +23,6 @@ DIRECTION = re.compile(
     re.IGNORECASE,
 )
 # Paragraphs another change rewrites (issue 28, one helper per work); strict: a paragraph that passes must leave the list
-PENDING = {"demet", "contact", "stereoset"}
 SECTIONS = read_summary(ROOT / "docs" / "results" / "summary.md")
 
 
@@ -42,8 +41,7 @@ def test_the_word_list_catches_what_it_should():
 
 @pytest.mark.parametrize(
     "section",
-    [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="paragraph rewritten by its work's change"))
-     if k in PENDING else k for k in SECTIONS],
+    list(SECTIONS),
 )
 def test_summary_states_directions_only_through_fields(section):
     assert directions(SECTIONS[section]) == [], section or "(text before the first section)"
