@@ -220,7 +220,7 @@ def write(results_file: str | Path, runs_dir: str | Path, model_key: str, group:
     manifest = {
         "manifest_version": VERSION, "model_key": model_key, "group": group, "lm_eval_args": args, "pack": pack,
         "run": redact({"model": cfg.get("model"), "model_args": model_args, "dtype": str(dtype),
-                       "batch_size": cfg.get("batch_size"), "device": cfg.get("device"), "backend": backend_of(data),
+                       "batch_size": cfg.get("batch_size"), "device": _device(data), "backend": backend_of(data),
                        "versions": _versions(data), "date": data.get("date")}),
         "prompts": prompts_block(tokenizer_dir, data),
         "token_counts": _relative(token_counts, folder) if token_counts else None,
@@ -229,6 +229,16 @@ def write(results_file: str | Path, runs_dir: str | Path, model_key: str, group:
     path = folder / MANIFEST
     path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
+
+
+def _device(data: dict[str, Any]) -> str | None:
+    """The device the numbers were computed on: lm-eval's ``--device`` for ``hf`` models; other model types ignore it
+    (lm-eval records its default, ``cuda:0``, for a vLLM run on a CPU), so the machine's CUDA availability instead."""
+    cfg = data.get("config", {})
+    if cfg.get("model") in ("hf", "hf-mlm"):
+        return cfg.get("device")
+    cuda = re.search(r"Is CUDA available: (\w+)", data.get("pretty_env_info") or "")
+    return {"True": "cuda", "False": "cpu"}.get(cuda.group(1)) if cuda else None
 
 
 def _relative(target: str | Path, folder: Path) -> str:
