@@ -66,9 +66,18 @@ adds which draw it is (task, document, repeat, step, prompt key): identical prom
 runs of a multi-agent scenario) stay separate draws, and a second run with the same cache replays the same draws
 (use a new cache file for new draws). lm-eval's own ``generate_until`` never caches sampled requests.
 
-Progress: a tqdm bar over steps plus one INFO log line per step (``multiturn step 3: 1 generate_until call,
-450 prompts (0 from cache) from 450 dialogues of 1 task(s)``). :data:`LAST_RUN_STATS` keeps the per-step
-counts of the last run (tests and benchmarks read it).
+Prefix cache: where the engine knows the model's KV cache (vLLM's own; a served endpoint's from ``--metadata
+'{"kv_cache_tokens": N, "kv_block_size": B}'``, see :mod:`.vllm_steps`), it counts per call the prompt tokens the
+cache could serve (``reusable``: shared with an earlier prompt of the same dialogue, in whole blocks;
+:mod:`.prefix_cache`), and when a step outgrows the cache the dialogues advance in cohorts that keep their history
+cached (:class:`_Lockstep`; ``--metadata '{"kv_cohorts": false}'`` turns that off). When everything fits, every step
+is still one call.
+
+Progress: a tqdm bar over calls plus one INFO log line per call (``multiturn step 3: 1 generate_until call(s),
+450 prompts (0 from cache) from 450 dialogues of 1 task(s)``; with cohorts ``multiturn steps 1,2: ...,
+120 waiting for cache room``, and at the end one ``multiturn step k in all: ...`` line per step).
+:data:`LAST_RUN_STATS` keeps the per-call counts of the last run and :func:`step_totals` sums them per step (tests
+and benchmarks read them).
 """
 
 from __future__ import annotations
@@ -76,6 +85,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,7 +95,25 @@ from lm_eval.api.model import LM, hash_args
 from tqdm import tqdm
 
 from bias_harness.plugins.breakdown import BreakdownTask
-from bias_harness.plugins.multiturn.vllm_steps import is_vllm, prefix_caching, step_backend
+from bias_harness.plugins.multiturn.prefix_cache import (
+    Cohort,
+    KVCache,
+    PrefixBook,
+    PromptBlocks,
+    Unit,
+    footprint,
+    full_blocks,
+    prompt_blocks,
+)
+from bias_harness.plugins.multiturn.vllm_steps import (
+    SETTINGS,
+    cohorts_enabled,
+    is_vllm,
+    kv_cache,
+    prefix_caching,
+    prompt_units,
+    step_backend,
+)
 from bias_harness.plugins.multiturn.dialogues import (  # noqa: F401  (re-exported API)
     AgentsDialogue,
     Dialogue,
@@ -107,9 +135,12 @@ PLAIN_STOP = "\nUser:"
 # lm-eval API backends that only accept message lists (LocalChatCompletion and its subclasses).
 CHAT_ONLY_BACKENDS = ("LocalChatCompletion",)
 
-# Per-step counts of the most recent multiturn_generate run: [{"step", "prompts", "cached", "calls", "dialogues",
-# "seconds" (answering + recording), "prepare_seconds" (building the step's prompts), "generate_seconds" (inside
-# generate_until), and on vLLM "engine_calls", "prompt_tokens", "cached_tokens" (prefix-cache hits)}].
+# Per-call counts of the most recent multiturn_generate run: [{"step" (the lowest), "steps" (of its dialogues),
+# "prompts", "cached" (from the response cache), "calls" (generate_until: 0 or 1), "dialogues", "waiting" (dialogues
+# not yet started or put back: cohorts only), "seconds" (answering + recording), "prepare_seconds" (building prompts,
+# planning), "generate_seconds" (inside generate_until), with a prefix cache "reusable_tokens", on vLLM
+# "engine_calls", "prompt_tokens", "cached_tokens" (prefix-cache hits), and "by_step" (the same counts per step)}].
+# Without cohorts (or when everything fits) there is one call per step.
 LAST_RUN_STATS: list[dict[str, Any]] = []
 
 
@@ -120,6 +151,7 @@ class MultiTurnInstance(Instance):
     dialogue: str = "sequential"
     dialogue_kwargs: dict = field(default_factory=dict)
     use_chat_template: bool = False
+    kv_settings: dict = field(default_factory=dict)  # the task metadata's vllm_steps.SETTINGS
 
 
 # ------------------------------------------------------------------ rendering
@@ -155,7 +187,7 @@ def _step_gen_kwargs(base: dict, override: dict | None, plain: bool) -> dict:
     return gen
 
 
-# ------------------------------------------------------------------ one step = one generate_until call
+# ------------------------------------------------------------------ one call = one generate_until call
 
 
 def _cache_key(inst: Instance) -> str | None:
@@ -168,46 +200,19 @@ def _cache_key(inst: Instance) -> str | None:
     return None if sample_id is None else hash_args("multiturn_sample", (*inst.args, sample_id))
 
 
-def run_step(lm: LM, batch: list[Instance]) -> tuple[list[str], int, int]:
-    """Answer ``batch`` with ONE ``lm.generate_until`` call for the prompts not in the response cache.
-
-    Returns (answers, number answered from the cache, number of generate_until calls made: 0 or 1).
-    New answers are written to the cache and committed before returning (crash-safe resume).
-    """
-    answers, cached, calls, _ = _run_step(lm, batch)
-    return answers, cached, calls
-
-
-def _run_step(lm: LM, batch: list[Instance]) -> tuple[list[str], int, int, dict[str, Any]]:
-    """:func:`run_step` plus backend figures: seconds inside ``generate_until`` and, on vLLM, the
-    ``LLM.generate`` calls, prompt tokens and prefix-cache hits of the step (:mod:`.vllm_steps`)."""
-    dbdict = getattr(getattr(lm, "cache_hook", None), "dbdict", None)
-    answers: list[str | None] = [None] * len(batch)
-    todo: list[int] = []
-    for i, inst in enumerate(batch):
-        key = _cache_key(inst) if dbdict is not None else None
-        if key is not None:
-            if key in dbdict:
-                answers[i] = dbdict[key]
-                continue
-        todo.append(i)
-    backend: dict[str, Any] = {"generate_seconds": 0.0}
-    if todo:
-        t0 = time.perf_counter()
-        with step_backend(lm) as tokens:  # vLLM: the whole step in one LLM.generate call
-            out = lm.generate_until([batch[i] for i in todo])
-        backend["generate_seconds"] = round(time.perf_counter() - t0, 3)
-        if is_vllm(lm):
-            backend.update(tokens.as_dict())
-        if len(out) != len(todo):
-            raise RuntimeError(f"generate_until returned {len(out)} answers for {len(todo)} prompts")
-        for i, text in zip(todo, out):
-            answers[i] = text
-            if dbdict is not None and (key := _cache_key(batch[i])) is not None:
-                dbdict[key] = text
-        if dbdict is not None:
-            dbdict.commit()
-    return [a if a is not None else "" for a in answers], len(batch) - len(todo), int(bool(todo)), backend
+def _generate(lm: LM, batch: list[Instance], labels: dict[tuple, Hashable]) -> tuple[list[str], dict[str, Any]]:
+    """ONE ``lm.generate_until`` call for ``batch``; returns its answers and the backend's figures: seconds inside
+    ``generate_until`` and, on vLLM, the ``LLM.generate`` calls, prompt tokens and prefix-cache hits
+    (:mod:`.vllm_steps`; ``labels``: prompt token ids -> the label their figures are also summed under)."""
+    t0 = time.perf_counter()
+    with step_backend(lm, labels) as tokens:  # vLLM: the whole call in one LLM.generate call
+        out = lm.generate_until(batch)
+    backend: dict[str, Any] = {"generate_seconds": round(time.perf_counter() - t0, 3)}
+    if is_vllm(lm):
+        backend.update(tokens.as_dict())
+    if len(out) != len(batch):
+        raise RuntimeError(f"generate_until returned {len(out)} answers for {len(batch)} prompts")
+    return out, backend
 
 
 def _any_rank_busy(lm: LM, busy: bool) -> bool:
@@ -224,12 +229,19 @@ def _any_rank_busy(lm: LM, busy: bool) -> bool:
     return bool(lm.all_gather(torch.tensor([int(busy)], device=lm.device)).max().item())
 
 
-def _backend_note(backend: dict[str, Any]) -> str:
-    if "engine_calls" not in backend:
+def _backend_note(stats: dict[str, Any], cache: KVCache | None) -> str:
+    """The log line's prefix-cache part: vLLM's hits, and what the cache could have served (``reusable_tokens``)."""
+    reusable = stats.get("reusable_tokens")
+    if "engine_calls" in stats:
+        hits, sent = stats["cached_tokens"], stats["prompt_tokens"]
+        note = (f"; vLLM: {stats['engine_calls']} LLM.generate call(s), prefix cache hits {hits:,}/{sent:,} prompt "
+                f"tokens ({hits / sent if sent else 0.0:.1%})")
+        if reusable is not None:
+            note += f", reusable {reusable:,}" + (f" ({hits / reusable:.0%} of it served)" if reusable else "")
+        return note
+    if reusable is None or cache is None:
         return ""
-    rate = backend["cached_tokens"] / backend["prompt_tokens"] if backend["prompt_tokens"] else 0.0
-    return (f"; vLLM: {backend['engine_calls']} LLM.generate call(s), prefix cache hits {backend['cached_tokens']}"
-            f"/{backend['prompt_tokens']} prompt tokens ({rate:.1%})")
+    return f"; prefix cache: reusable {'~' if cache.estimated else ''}{reusable:,} prompt tokens"
 
 
 def _repeat_index(requests: list[MultiTurnInstance]) -> list[int]:
@@ -251,61 +263,275 @@ def _make_dialogue(req: MultiTurnInstance) -> Dialogue:
         raise DialogueError(f"task {req.task_name!r}, doc {req.doc_id}: cannot start dialogue {req.dialogue!r}: {err}") from err
 
 
+# ------------------------------------------------------------------ the lockstep run
+
+
+@dataclass
+class _Turn:
+    """One dialogue's prompts of its current step, until they are answered."""
+
+    step: int
+    keys: list[Hashable]  # the dialogue's prompt keys
+    batch: list[Instance]
+    answers: list[str | None]  # from the response cache (--use_cache), else None: to send
+    blocks: list[PromptBlocks]  # the prompts to send, in cache terms (empty without a cache to plan for)
+    units: list[Any]  # their token ids (characters for a served endpoint), as hashed into ``blocks``
+    reusable: int = 0  # prompt tokens of those the prefix cache could serve (whole blocks)
+
+    @property
+    def todo(self) -> list[int]:
+        return [j for j, a in enumerate(self.answers) if a is None]
+
+
+def _kv_settings(requests: list[MultiTurnInstance]) -> dict[str, Any]:
+    """The engine's ``--metadata`` settings (``vllm_steps.SETTINGS``): the first task that sets one wins."""
+    out: dict[str, Any] = {}
+    for r in requests:
+        for k, v in (r.kv_settings or {}).items():
+            out.setdefault(k, v)
+    return out
+
+
+# a task whose dialogues' later steps could take less than this share of their prompt tokens from the prefix cache
+# (the multi-agent tasks: about 0) is not worth keeping: its dialogues join a cohort at their footprint alone
+MIN_REUSE_SHARE = 0.1
+
+
+class _Lockstep:
+    """One ``multiturn_generate`` run: the dialogues advance in lockstep, one ``generate_until`` call per step.
+
+    With a prefix cache to plan for (:mod:`.prefix_cache`), the dialogues that take a call together form a cohort
+    whose history stays cached: a dialogue is admitted (in request order) while the cohort :meth:`~Cohort.fits`,
+    and when one finishes the next waiting dialogue takes its room, so a call can carry dialogues at different
+    steps. When every dialogue fits, they are all admitted at the first step: plain lockstep. A cohort that
+    outgrows the cache puts its most recently admitted dialogues back at the head of the queue.
+    """
+
+    def __init__(self, lm: LM, requests: list[MultiTurnInstance], disable_tqdm: bool) -> None:
+        self.lm, self.requests = lm, requests
+        self.dialogues = [_make_dialogue(r) for r in requests]
+        self.repeat = _repeat_index(requests)
+        self.steps_done = [0] * len(requests)
+        self.turns: dict[int, _Turn | None] = {}
+        self.tasks = {r.task_name for r in requests}
+        self.dbdict = getattr(getattr(lm, "cache_hook", None), "dbdict", None)
+        settings = _kv_settings(requests)
+        self.cache = kv_cache(lm, settings) if getattr(lm, "world_size", 1) <= 1 else None
+        self.cohorts = cohorts_enabled(settings) and self.cache is not None
+        self.book = PrefixBook()
+        self.last_blocks: dict[int, int] = {}  # per dialogue: footprint of its previous step (growth estimate)
+        self.task_reuse: dict[str, list[int]] = {}  # per task, at steps >= 2: [reusable, prompt] tokens
+        self.waiting: deque[int] = deque(range(len(requests)))
+        self.bar = tqdm(desc="multiturn calls", unit="call", disable=disable_tqdm)
+        if self.cache is not None:
+            log.info("multiturn: prefix cache of %s%s tokens (%d blocks of %d, %s)%s",
+                     "~" if self.cache.estimated else "", f"{self.cache.tokens:,}", self.cache.blocks,
+                     self.cache.block_size, self.cache.source,
+                     "; dialogues advance in cohorts that keep their history cached" if self.cohorts else "")
+
+    # -------------------------------------------------------------- prompts
+
+    def turn(self, i: int) -> _Turn | None:
+        """Dialogue i's prompts of its next step (built once, kept until answered); None when it has finished."""
+        if i in self.turns:
+            return self.turns[i]
+        req, dlg = self.requests[i], self.dialogues[i]
+        step = self.steps_done[i] + 1
+        try:
+            prompts = dlg.next_prompts()
+        except DialogueError as err:
+            raise DialogueError(f"task {req.task_name!r}, doc {req.doc_id}, step {step}: {err}") from err
+        if not prompts:
+            self.turns[i] = None
+            return None
+        plain = not (req.use_chat_template or is_chat_only(self.lm))
+        batch = []
+        for p in prompts:
+            ctx = build_context(self.lm, p.messages, req.use_chat_template)
+            gen = _step_gen_kwargs(req.args[1], p.gen_kwargs, plain)
+            inst = Instance("generate_until", req.doc, (ctx, gen), idx=0, metadata=(req.task_name, req.doc_id, 1))
+            sample_id = (req.task_name, req.doc_id, self.repeat[i], step, repr(p.key))  # the draw (see _cache_key)
+            inst.sample_id = sample_id  # type: ignore[attr-defined]
+            batch.append(inst)
+        answers: list[str | None] = [None] * len(batch)
+        if self.dbdict is not None:
+            for j, inst in enumerate(batch):
+                key = _cache_key(inst)
+                if key is not None and key in self.dbdict:
+                    answers[j] = self.dbdict[key]
+        t = _Turn(step, [p.key for p in prompts], batch, answers, [], [])
+        if self.cache is not None and t.todo:
+            t.units = prompt_units(self.lm, [batch[j].args[0] for j in t.todo], self.cache)
+            default_gen = getattr(self.lm, "max_gen_toks", 256)
+            for j, seq in zip(t.todo, t.units):
+                gen = batch[j].args[1].get("max_gen_toks", default_gen) * self.cache.chars_per_token
+                t.blocks.append(prompt_blocks(seq, gen, self.cache.unit_block))
+            t.reusable = sum(self.book.reusable_blocks(i, pb) for pb in t.blocks) * self.cache.block_size
+            if step > 1:
+                seen = self.task_reuse.setdefault(req.task_name, [0, 0])
+                seen[0] += t.reusable
+                seen[1] += sum(pb.units for pb in t.blocks) // self.cache.chars_per_token
+        self.turns[i] = t
+        return t
+
+    # -------------------------------------------------------------- scheduling
+
+    def run(self) -> list[str]:
+        resident: list[int] = []
+        previous: int | None = None  # full blocks of the last call: what the next one reuses is among them
+        pad: Instance | None = None
+        while True:
+            t_prep = time.perf_counter()
+            resident = [i for i in resident if self.turn(i) is not None]
+            resident = self._admit(resident, previous)
+            if not _any_rank_busy(self.lm, bool(resident)):
+                break
+            if not resident:  # data parallel: this rank is done, another is not; keep the ranks' model calls in step
+                if pad is not None:
+                    self.lm.generate_until([pad])
+                continue
+            pad = self.turns[resident[-1]].batch[-1]  # type: ignore[union-attr]
+            previous = self._call(resident, t_prep)
+        self.bar.close()
+        self._summary()
+        return [d.result() for d in self.dialogues]
+
+    def _unit(self, i: int) -> Unit:
+        """Dialogue i's next step for the cohort planner."""
+        assert self.cache is not None
+        t = self.turns[i]
+        assert t is not None
+        now = footprint(t.blocks)
+        reuse = self.task_reuse.get(self.requests[i].task_name)
+        if reuse and reuse[0] < MIN_REUSE_SHARE * reuse[1]:
+            growth = 0  # nothing worth keeping: its next step is new blocks anyway
+        elif (last := self.last_blocks.get(i)) is not None:
+            growth = max(0, now - last)
+        else:
+            growth = sum(pb.answer for pb in t.blocks)
+        return Unit(i, tuple(t.blocks), t.reusable // self.cache.block_size, growth)
+
+    def _admit(self, resident: list[int], previous: int | None) -> list[int]:
+        """The dialogues of the next call: the resident cohort as far as its call keeps the history it reuses (the
+        rest go back to the head of the queue), then waiting dialogues, in order, while the cohort fits. Without
+        cohorts: every dialogue."""
+        if not self.cohorts:
+            resident += [i for i in self.waiting if self.turn(i) is not None]
+            self.waiting.clear()
+            return resident
+        assert self.cache is not None
+        cohort = Cohort(self.cache, previous)
+        for i in resident:
+            unit = self._unit(i)
+            if cohort.members and not cohort.keeps_history(unit):
+                break
+            cohort.add(unit)
+        self.waiting.extendleft(reversed(resident[len(cohort.members):]))
+        while self.waiting:
+            i = self.waiting[0]
+            if self.turn(i) is None:
+                self.waiting.popleft()
+                continue
+            unit = self._unit(i)
+            if cohort.members and not cohort.fits(unit):
+                break
+            cohort.add(unit)
+            self.waiting.popleft()
+        return cohort.members  # type: ignore[return-value]
+
+    def _call(self, members: list[int], t_prep: float) -> int | None:
+        """Answer the members' next prompts with ONE generate_until call for those not in the response cache.
+        Returns the call's full blocks (what stays cached) when there is a cache to plan for."""
+        turns: list[_Turn] = [self.turns[i] for i in members]  # type: ignore[misc]
+        todo = [(t, j) for t in turns for j in t.todo]
+        t0 = time.perf_counter()
+        by_step: dict[int, dict[str, Any]] = {}
+        for t in turns:
+            s = by_step.setdefault(t.step, {"prompts": 0, "cached": 0, "dialogues": 0})
+            s["prompts"] += len(t.batch)
+            s["cached"] += len(t.batch) - len(t.todo)
+            s["dialogues"] += 1
+            if self.cache is not None:
+                s["reusable_tokens"] = s.get("reusable_tokens", 0) + t.reusable
+        stats: dict[str, Any] = {
+            "step": min(by_step), "steps": sorted(by_step), "prompts": sum(len(t.batch) for t in turns),
+            "cached": sum(len(t.batch) - len(t.todo) for t in turns), "calls": int(bool(todo)), "dialogues": len(turns),
+            "waiting": len(self.waiting), "prepare_seconds": round(t0 - t_prep, 3), "generate_seconds": 0.0}
+        if todo:
+            # vLLM's per-request figures go to the step of the prompt they belong to (matched by token ids)
+            step_of = {tuple(u): t.step for t in turns for u in t.units} if is_vllm(self.lm) else {}
+            out, backend = _generate(self.lm, [t.batch[j] for t, j in todo], step_of)
+            figures = backend.pop("by_label", {})
+            if "engine_calls" in backend:
+                for step, part in by_step.items():
+                    part.update(figures.get(step, {"prompt_tokens": 0, "cached_tokens": 0}))
+            stats.update(backend)
+            for (t, j), text in zip(todo, out):
+                t.answers[j] = text
+                if self.dbdict is not None and (key := _cache_key(t.batch[j])) is not None:
+                    self.dbdict[key] = text
+            if self.dbdict is not None:
+                self.dbdict.commit()
+        previous = None
+        if self.cache is not None:
+            stats["reusable_tokens"] = sum(t.reusable for t in turns)
+            previous = full_blocks(pb for t in turns for pb in t.blocks)
+        for i, t in zip(members, turns):
+            self.dialogues[i].record({k: a or "" for k, a in zip(t.keys, t.answers)})
+            self.steps_done[i] += 1
+            del self.turns[i]
+            if t.blocks:
+                self.book.add(i, t.blocks)
+                self.last_blocks[i] = footprint(t.blocks)
+        stats["seconds"] = round(time.perf_counter() - t0, 3)
+        stats["by_step"] = by_step
+        LAST_RUN_STATS.append(stats)
+        steps = stats["steps"]
+        where = f"step {steps[0]}" if len(steps) == 1 else f"steps {','.join(map(str, steps))}"
+        waiting = f", {stats['waiting']} waiting for cache room" if stats["waiting"] else ""
+        log.info("multiturn %s: %d generate_until call(s), %d prompts (%d from cache) from %d dialogues of %d "
+                 "task(s)%s%s", where, stats["calls"], stats["prompts"], stats["cached"], len(turns), len(self.tasks),
+                 waiting, _backend_note(stats, self.cache))
+        self.bar.update(1)
+        self.bar.set_postfix(steps=where, prompts=stats["prompts"], cached=stats["cached"], waiting=stats["waiting"])
+        return previous
+
+    def _summary(self) -> None:
+        """After a run whose calls did not follow the steps one to one: one line per step over all its calls."""
+        if all(len(s["steps"]) == 1 and not s["waiting"] for s in LAST_RUN_STATS):
+            return
+        for total in step_totals(LAST_RUN_STATS):
+            log.info("multiturn step %d in all: %d generate_until call(s), %d prompts (%d from cache) from %d "
+                     "dialogues%s", total["step"], total["calls"], total["prompts"], total["cached"],
+                     total["dialogues"], _backend_note(total, self.cache))
+
+
+def step_totals(stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-call figures (:data:`LAST_RUN_STATS`) summed per step. ``calls``: calls that carried prompts of the
+    step; ``seconds``, ``prepare_seconds``, ``generate_seconds``: each call's, shared among its steps by prompts."""
+    totals: dict[int, dict[str, Any]] = {}
+    for s in stats:
+        for step, part in s["by_step"].items():
+            t = totals.setdefault(step, {"step": step, "calls": 0})
+            t["calls"] += s["calls"]
+            for k, v in part.items():
+                t[k] = t.get(k, 0) + v
+            if "engine_calls" in s:
+                t["engine_calls"] = t.get("engine_calls", 0) + s["engine_calls"]
+            share = part["prompts"] / s["prompts"]
+            for k in ("seconds", "prepare_seconds", "generate_seconds"):
+                t[k] = round(t.get(k, 0.0) + share * s[k], 3)
+    return [totals[k] for k in sorted(totals)]
+
+
 def multiturn_generate(self: LM, requests: list[MultiTurnInstance], disable_tqdm: bool = False) -> list[str]:
-    """Run all dialogues in lockstep: one batched ``generate_until`` call per step. Returns one JSON result per request."""
-    dialogues = [_make_dialogue(r) for r in requests]
-    tasks = {r.task_name for r in requests}
+    """Run all dialogues in lockstep: one batched ``generate_until`` call per step (per cohort, when a step outgrows
+    the prefix cache). Returns one JSON result per request."""
     LAST_RUN_STATS.clear()
     if is_vllm(self) and prefix_caching(self) is False:
         log.warning("vLLM was built without prefix caching: every multi-turn step re-reads each whole dialogue "
                     "(add enable_prefix_caching=True to --model_args)")
-    bar = tqdm(desc="multiturn steps", unit="step", disable=disable_tqdm)
-    repeat = _repeat_index(requests)
-    step = 0
-    pad: Instance | None = None
-    while True:
-        t_prep = time.perf_counter()
-        batch: list[Instance] = []
-        owners: list[tuple[int, Hashable]] = []
-        live = 0
-        for i, (req, dlg) in enumerate(zip(requests, dialogues)):
-            try:
-                prompts = dlg.next_prompts()
-            except DialogueError as err:
-                raise DialogueError(f"task {req.task_name!r}, doc {req.doc_id}, step {step + 1}: {err}") from err
-            live += bool(prompts)
-            plain = not (req.use_chat_template or is_chat_only(self))
-            for p in prompts:
-                ctx = build_context(self, p.messages, req.use_chat_template)
-                gen = _step_gen_kwargs(req.args[1], p.gen_kwargs, plain)
-                batch.append(Instance("generate_until", req.doc, (ctx, gen), idx=len(batch), metadata=(req.task_name, req.doc_id, 1)))
-                batch[-1].sample_id = (req.task_name, req.doc_id, repeat[i], step + 1, repr(p.key))  # type: ignore[attr-defined]
-                owners.append((i, p.key))
-        if not _any_rank_busy(self, bool(batch)):
-            break
-        if not batch:  # data parallel: this rank is done, another is not; keep the ranks' model calls in step
-            if pad is not None:
-                self.generate_until([pad])
-            continue
-        pad = batch[-1]
-        step += 1
-        t0 = time.perf_counter()
-        backend_prep = round(t0 - t_prep, 3)  # dialogues' next prompts + chat-template rendering
-        answers, cached, calls, backend = _run_step(self, batch)
-        grouped: dict[int, dict[Hashable, str]] = {}
-        for (i, key), text in zip(owners, answers):
-            grouped.setdefault(i, {})[key] = text
-        for i, got in grouped.items():
-            dialogues[i].record(got)
-        stats = {"step": step, "prompts": len(batch), "cached": cached, "calls": calls, "dialogues": live,
-                 "seconds": round(time.perf_counter() - t0, 3), "prepare_seconds": backend_prep, **backend}
-        LAST_RUN_STATS.append(stats)
-        log.info("multiturn step %d: %d generate_until call(s), %d prompts (%d from cache) from %d dialogues of %d task(s)%s",
-                 step, calls, len(batch), cached, live, len(tasks), _backend_note(backend))
-        bar.update(1)
-        bar.set_postfix(prompts=len(batch), cached=cached, calls=calls)
-    bar.close()
-    return [d.result() for d in dialogues]
+    return _Lockstep(self, requests, disable_tqdm).run()
 
 
 def install() -> None:
@@ -352,6 +578,7 @@ class MultiTurnTask(BreakdownTask):
         for name in _dialogue_params(cls) & set(md):  # flat --metadata overrides
             dkw[name] = md[name]
         self._dialogue_kwargs = dkw
+        self._kv_settings = {k: md[k] for k in SETTINGS if md.get(k) is not None}
         self._system_instruction: str | None = None
 
     def build_all_requests(self, *, system_instruction: str | None = None, **kwargs: Any) -> None:
@@ -372,6 +599,7 @@ class MultiTurnTask(BreakdownTask):
             dialogue=self._dialogue,
             dialogue_kwargs=dkw,
             use_chat_template=use_chat,
+            kv_settings=dict(self._kv_settings),
             **kwargs,
         )
 
