@@ -7,6 +7,7 @@ scripted model with a served endpoint's cache given as ``--metadata`` (character
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -159,6 +160,28 @@ def test_engine_cohorts_keep_answers_and_response_cache_keys(task_dir: Path, tmp
     _run(task_dir, {}, use_cache=cache)
     replay, resps, stats = _run(task_dir, {KV: 2, "kv_block_size": 1}, use_cache=cache)
     assert replay.calls == [] and resps == reference and all(s["cached"] == s["prompts"] for s in stats)
+
+
+def test_a_task_without_reuse_is_not_kept(task_dir: Path, tmp_path: Path) -> None:
+    """``TwoAsks`` (test_multiturn_engine) asks two fresh prompts, then one that repeats none of them: once a dialogue
+    has shown that (reusable 0 at its step 2), the others join cohorts at their footprint, with no room for growth."""
+    import lm_eval
+
+    import bias_harness
+    from tests.test_multiturn_engine import DOCS, TASK
+
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    spec = '"tests.test_multiturn_engine:TwoAsks"'
+    (tmp_path / "fresh.yaml").write_text(TASK.format(name="mt_fresh", data=data, dialogue=spec, kwargs="{suffix: '?'}"))
+    lm = scripted_lm(lambda ctx: "x")
+    # blocks of 400 characters: every prompt here is 1 partial block; a first step costs its 2 prompts' blocks and 2
+    # blocks of growth (their answers) = 4, a cache of 4 blocks takes one. At call 2 doc 0 (step 2, 1 block) has
+    # shown no reuse, so doc 1 joins at 2 blocks (no growth): 3 prompts; then doc 1's step 2 with doc 2's step 1.
+    tm = bias_harness.task_manager(include_path=str(tmp_path), include_defaults=False,
+                                   metadata={KV: 400, "kv_block_size": 100})
+    lm_eval.simple_evaluate(model=lm, tasks=["mt_fresh"], task_manager=tm, predict_only=True)
+    assert lm.calls == [("generate_until", n) for n in (2, 3, 3, 1)]
 
 
 def test_bad_cache_settings_are_named() -> None:
