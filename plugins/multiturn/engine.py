@@ -138,7 +138,8 @@ CHAT_ONLY_BACKENDS = ("LocalChatCompletion",)
 # Per-call counts of the most recent multiturn_generate run: [{"step" (the lowest), "steps" (of its dialogues),
 # "prompts", "cached" (from the response cache), "calls" (generate_until: 0 or 1), "dialogues", "waiting" (dialogues
 # not yet started or put back: cohorts only), "seconds" (answering + recording), "prepare_seconds" (building prompts,
-# planning), "generate_seconds" (inside generate_until), with a prefix cache "reusable_tokens", on vLLM
+# planning), "plan_seconds" (of which the prefix-cache bookkeeping: tokenizing and hashing prompts, counting what is
+# reusable, admitting), "generate_seconds" (inside generate_until), with a prefix cache "reusable_tokens", on vLLM
 # "engine_calls", "prompt_tokens", "cached_tokens" (prefix-cache hits), and "by_step" (the same counts per step)}].
 # Without cohorts (or when everything fits) there is one call per step.
 LAST_RUN_STATS: list[dict[str, Any]] = []
@@ -322,6 +323,7 @@ class _Lockstep:
         self.last_blocks: dict[int, int] = {}  # per dialogue: footprint of its previous step (growth estimate)
         self.task_reuse: dict[str, list[int]] = {}  # per task, at steps >= 2: [reusable, prompt] tokens
         self.waiting: deque[int] = deque(range(len(requests)))
+        self.plan_seconds = 0.0  # since the last call: tokenizing and hashing prompts, counting, admitting
         self.bar = tqdm(desc="multiturn calls", unit="call", disable=disable_tqdm)
         if self.cache is not None:
             log.info("multiturn: prefix cache of %s%s tokens (%d blocks of %d, %s)%s",
@@ -361,18 +363,26 @@ class _Lockstep:
                     answers[j] = self.dbdict[key]
         t = _Turn(step, [p.key for p in prompts], batch, answers, [], [])
         if self.cache is not None and t.todo:
-            t.units = prompt_units(self.lm, [batch[j].args[0] for j in t.todo], self.cache)
-            default_gen = getattr(self.lm, "max_gen_toks", 256)
-            for j, seq in zip(t.todo, t.units):
-                gen = batch[j].args[1].get("max_gen_toks", default_gen) * self.cache.chars_per_token
-                t.blocks.append(prompt_blocks(seq, gen, self.cache.unit_block))
-            t.reusable = sum(self.book.reusable_blocks(i, pb) for pb in t.blocks) * self.cache.block_size
-            if step > 1:
-                seen = self.task_reuse.setdefault(req.task_name, [0, 0])
-                seen[0] += t.reusable
-                seen[1] += sum(pb.units for pb in t.blocks) // self.cache.chars_per_token
+            self._cache_terms(i, t)
         self.turns[i] = t
         return t
+
+    def _cache_terms(self, i: int, t: _Turn) -> None:
+        """Tokenize and hash the turn's prompts to send, count what the cache could serve them, and note how much
+        of it the task's later steps reuse."""
+        assert self.cache is not None
+        t0 = time.perf_counter()
+        t.units = prompt_units(self.lm, [t.batch[j].args[0] for j in t.todo], self.cache)
+        default_gen = getattr(self.lm, "max_gen_toks", 256)
+        for j, seq in zip(t.todo, t.units):
+            gen = t.batch[j].args[1].get("max_gen_toks", default_gen) * self.cache.chars_per_token
+            t.blocks.append(prompt_blocks(seq, gen, self.cache.unit_block))
+        t.reusable = sum(self.book.reusable_blocks(i, pb) for pb in t.blocks) * self.cache.block_size
+        if t.step > 1:
+            seen = self.task_reuse.setdefault(self.requests[i].task_name, [0, 0])
+            seen[0] += t.reusable
+            seen[1] += sum(pb.units for pb in t.blocks) // self.cache.chars_per_token
+        self.plan_seconds += time.perf_counter() - t0
 
     # -------------------------------------------------------------- scheduling
 
@@ -383,7 +393,9 @@ class _Lockstep:
         while True:
             t_prep = time.perf_counter()
             resident = [i for i in resident if self.turn(i) is not None]
+            t_plan = time.perf_counter()
             resident = self._admit(resident, previous)
+            self.plan_seconds += time.perf_counter() - t_plan
             if not _any_rank_busy(self.lm, bool(resident)):
                 break
             if not resident:  # data parallel: this rank is done, another is not; keep the ranks' model calls in step
@@ -456,7 +468,9 @@ class _Lockstep:
         stats: dict[str, Any] = {
             "step": min(by_step), "steps": sorted(by_step), "prompts": sum(len(t.batch) for t in turns),
             "cached": sum(len(t.batch) - len(t.todo) for t in turns), "calls": int(bool(todo)), "dialogues": len(turns),
-            "waiting": len(self.waiting), "prepare_seconds": round(t0 - t_prep, 3), "generate_seconds": 0.0}
+            "waiting": len(self.waiting), "prepare_seconds": round(t0 - t_prep, 3),
+            "plan_seconds": round(self.plan_seconds, 3), "generate_seconds": 0.0}
+        self.plan_seconds = 0.0
         if todo:
             # vLLM's per-request figures go to the step of the prompt they belong to (matched by token ids)
             step_of = {tuple(u): t.step for t in turns for u in t.units} if is_vllm(self.lm) else {}
@@ -508,7 +522,8 @@ class _Lockstep:
 
 def step_totals(stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per-call figures (:data:`LAST_RUN_STATS`) summed per step. ``calls``: calls that carried prompts of the
-    step; ``seconds``, ``prepare_seconds``, ``generate_seconds``: each call's, shared among its steps by prompts."""
+    step; ``seconds``, ``prepare_seconds``, ``plan_seconds``, ``generate_seconds``: each call's, shared among its steps
+    by prompts."""
     totals: dict[int, dict[str, Any]] = {}
     for s in stats:
         for step, part in s["by_step"].items():
@@ -519,7 +534,7 @@ def step_totals(stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if "engine_calls" in s:
                 t["engine_calls"] = t.get("engine_calls", 0) + s["engine_calls"]
             share = part["prompts"] / s["prompts"]
-            for k in ("seconds", "prepare_seconds", "generate_seconds"):
+            for k in ("seconds", "prepare_seconds", "plan_seconds", "generate_seconds"):
                 t[k] = round(t.get(k, 0.0) + share * s[k], 3)
     return [totals[k] for k in sorted(totals)]
 
