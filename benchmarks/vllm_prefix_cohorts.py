@@ -2,11 +2,12 @@
 
 For each KV-cache size, ONE vLLM engine (packaged SmolLM2, prefix caching on) runs the same multi-turn task twice
 with the chat template: "lockstep" (``--metadata '{"kv_cohorts": false}'``: every step is one ``LLM.generate`` call)
-and "cohorts" (the default: a step that outgrows the cache advances in cohorts that fit it). The prefix cache is
-emptied before each run. Prints per step and run: prompt tokens, prefix-cache hits (served), the tokens the cache
-could have served (reusable: shared with an earlier prompt of the same dialogue, whole blocks), served / reusable,
-calls and seconds (a call that carries several steps shares its seconds among them by prompts), the prefix-cache
-bookkeeping's seconds; then per cache: whether the greedy answers are identical, and the before/after ratios.
+and "cohorts" (the default: when a step outgrows the cache, the dialogues advance in cohorts that fit it, streamed on
+vLLM's engine). The prefix cache is emptied before each run. Prints per step and run: prompt tokens, prefix-cache
+hits (served), the tokens the cache could have served (reusable: shared with an earlier prompt of the same dialogue,
+whole blocks), served / reusable, calls and seconds (a call or stream that carries several steps shares its seconds
+among them by prompts), the prefix-cache bookkeeping's seconds, CPU seconds; then per cache: whether the greedy
+answers are identical, and the before/after ratios.
 Goal: with the 6,400-token cache, every step after the first serves >= 80% of its reusable tokens, and the cohort
 run is no slower end to end (measure on an otherwise idle machine).
 
@@ -43,6 +44,23 @@ cpu_env()
 MODES = {"lockstep": False, "cohorts": True}  # kv_cohorts
 
 
+def cpu_seconds() -> float:
+    """CPU seconds used so far by this process and vLLM's (its engine core and workers): less sensitive to other
+    jobs on a shared machine than wall time, though not immune (shared caches, clock)."""
+    import psutil
+
+    me = psutil.Process()
+    procs = [me, *me.children(recursive=True)]
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system
+    return total
+
+
 def run(lm: Any, task: str, limit: int, cohorts: bool) -> dict[str, Any]:
     """One simple_evaluate of ``task`` on an emptied prefix cache; wall time, per-step totals, answers, metrics."""
     import lm_eval
@@ -52,13 +70,16 @@ def run(lm: Any, task: str, limit: int, cohorts: bool) -> dict[str, Any]:
 
     lm.model.reset_prefix_cache()
     tm = bias_harness.task_manager(metadata={"kv_cohorts": cohorts})
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     res = lm_eval.simple_evaluate(model=lm, tasks=[task], limit=limit, apply_chat_template=True, task_manager=tm,
                                   log_samples=True, bootstrap_iters=0)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
     answers = [s["resps"] for s in sorted(res["samples"][task], key=lambda s: s["doc_id"])]
     metrics = {k: v for k, v in res["results"][task].items() if isinstance(v, float)}
-    return {"wall": wall, "steps": engine.step_totals(engine.LAST_RUN_STATS), "calls": len(engine.LAST_RUN_STATS),
+    calls = sum(not s.get("streamed") for s in engine.LAST_RUN_STATS)
+    streams = len(engine.LAST_RUN_STATS) - calls
+    return {"wall": wall, "cpu": cpu, "steps": engine.step_totals(engine.LAST_RUN_STATS),
+            "calls": f"{calls} LLM.generate call(s)" + (f" + {streams} stream on vLLM's engine" if streams else ""),
             "answers": answers, "metrics": metrics}
 
 
@@ -69,8 +90,8 @@ def served_share(step: dict[str, Any]) -> float | None:
 def print_run(name: str, res: dict[str, Any]) -> None:
     steps = res["steps"]
     plan = sum(s["plan_seconds"] for s in steps)
-    print(f"  {name}: {res['wall']:.1f} s end to end, {res['calls']} LLM.generate calls; prefix-cache bookkeeping "
-          f"(tokenizing, block hashes, reusable counts, admitting) {plan:.2f} s")
+    print(f"  {name}: {res['wall']:.1f} s end to end ({res['cpu']:.1f} CPU seconds), {res['calls']}; prefix-cache "
+          f"bookkeeping (tokenizing, block hashes, reusable counts, admitting) {plan:.2f} s")
     print(f"    {'step':>4} {'prompts':>7} {'calls':>5} {'prompt tok':>10} {'served':>8} {'reusable':>8} "
           f"{'served/reusable':>15} {'hit rate':>8} {'seconds':>8}")
     for s in steps:
@@ -115,7 +136,8 @@ def main() -> None:
         metrics = "identical" if before["metrics"] == after["metrics"] else "DIFFER"
         print(f"  identical transcripts: {same}/{len(before['answers'])}{f' (differ: {differ})' if differ else ''}; "
               f"metrics {metrics} (P {after['metrics'].get('P,none')})")
-        print(f"  cohorts vs lockstep: wall time ratio {after['wall'] / before['wall']:.2f} (<= 1: no slower); "
+        print(f"  cohorts vs lockstep: wall time ratio {after['wall'] / before['wall']:.2f} (<= 1: no slower), CPU "
+              f"seconds ratio {after['cpu'] / before['cpu']:.2f}; "
               f"served tokens {sum(s['cached_tokens'] for s in after['steps']):,} vs "
               f"{sum(s['cached_tokens'] for s in before['steps']):,}; lowest served/reusable after step 1: "
               f"{'-' if worst is None else f'{worst:.1%}'} (goal >= 80%)")

@@ -162,6 +162,60 @@ def test_engine_cohorts_keep_answers_and_response_cache_keys(task_dir: Path, tmp
     assert replay.calls == [] and resps == reference and all(s["cached"] == s["prompts"] for s in stats)
 
 
+class FakeStream:
+    """Stands in for vllm_stream.VllmStream: answers with the scripted model, at most two requests per step."""
+
+    submitted: list = []
+
+    def __init__(self, lm) -> None:
+        self.pending: list = []
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def submit(self, key, units, gen_kwargs) -> None:
+        FakeStream.submitted.append(key)
+        self.pending.append((key, units))
+
+    def step(self):
+        done, self.pending = self.pending[:2], self.pending[2:]
+        return [(key, _answer(units), len(units), 0) for key, units in done]
+
+    def abort(self) -> None:
+        self.pending.clear()
+
+
+def test_streamed_cohorts_keep_answers_and_response_cache_keys(task_dir: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The streamed path (vLLM's, here with a scripted stand-in for its engine): each dialogue's next turn goes in
+    when its answer is out, waiting dialogues join when there is room; same transcripts, same cache keys."""
+    from bias_harness.plugins.multiturn import engine
+
+    _, reference, _ = _run(task_dir, {})
+    monkeypatch.setattr(engine, "is_vllm", lambda lm: True)
+    monkeypatch.setattr(engine, "VllmStream", FakeStream)
+    FakeStream.submitted = []
+    _, resps, stats = _run(task_dir, {KV: 2, "kv_block_size": 1})
+    assert resps == reference
+    # a cache smaller than one dialogue: doc 0 takes all its 4 steps, then doc 1 its 3, then doc 2 its 4
+    assert [key[0] for key in FakeStream.submitted] == [0] * 4 + [1] * 3 + [2] * 4
+    assert [(s["streamed"], s["steps"], s["prompts"]) for s in stats] == [(True, [1, 2, 3, 4], 11)]
+    assert [(t["step"], t["prompts"], t["dialogues"]) for t in step_totals(stats)] == [(1, 3, 3), (2, 3, 3), (3, 3, 3),
+                                                                                       (4, 2, 2)]
+    # 4 blocks of 100 tokens (test_engine_cohorts_...): docs 0 and 1 start; once both are at step 2 (1 block each),
+    # doc 2 joins; the engine finishes two requests per step, and each answered dialogue's next turn goes in at once
+    FakeStream.submitted = []
+    _, resps, _ = _run(task_dir, {KV: 400, "kv_block_size": 100})
+    assert resps == reference
+    assert [key[0] for key in FakeStream.submitted] == [0, 1, 0, 1, 2, 0, 1, 0, 2, 2, 2]
+    # the streamed run's response cache replays a lockstep run: the same keys, no model call
+    cache = str(tmp_path / "cache")
+    _run(task_dir, {KV: 2, "kv_block_size": 1}, use_cache=cache)
+    monkeypatch.setattr(engine, "is_vllm", lambda lm: False)
+    replay, resps, _ = _run(task_dir, {}, use_cache=cache)
+    assert replay.calls == [] and resps == reference
+
+
 def test_a_task_without_reuse_is_not_kept(task_dir: Path, tmp_path: Path) -> None:
     """``TwoAsks`` (test_multiturn_engine) asks two fresh prompts, then one that repeats none of them: once a dialogue
     has shown that (reusable 0 at its step 2), the others join cohorts at their footprint, with no room for growth."""

@@ -2,8 +2,9 @@
 
 One vLLM engine (packaged SmolLM2, float32 so that the two schedules' arithmetic agrees to the last bit that greedy
 decoding sees) with a 10-block cache (1,280 tokens) runs ``stop`` on a few progressions twice: every step in one
-``LLM.generate`` call (``--metadata '{"kv_cohorts": false}'``), then in cohorts (the default). The engine runs in a
-subprocess (vLLM starts worker processes) that writes the runs' transcripts and per-call figures as JSON.
+``LLM.generate`` call (``--metadata '{"kv_cohorts": false}'``), then in cohorts streamed on vLLM's engine (the
+default). The engine runs in a subprocess (vLLM starts worker processes) that writes the runs' transcripts and
+figures as JSON.
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ def test_cohorts_give_the_same_greedy_answers(runs: dict) -> None:
     assert (runs["blocks"], runs["block_size"]) == (10, 128)
     lockstep, cohorts = runs["lockstep"], runs["cohorts"]
     assert all(len(c["steps"]) == 1 and not c["waiting"] for c in lockstep["calls"])  # kv_cohorts false: as before
-    assert cohorts["calls"][0]["waiting"] > 0  # the first step did not fit: several calls
-    assert all(c["engine_calls"] == 1 for c in cohorts["calls"])  # one LLM.generate call per engine call
+    # the first step did not fit: the whole run streamed on vLLM's engine, every step of every dialogue in it
+    assert [(c["streamed"], c["steps"]) for c in cohorts["calls"]] == [(True, [s["step"] for s in lockstep["steps"]])]
+    assert [s["prompts"] for s in cohorts["steps"]] == [s["prompts"] for s in lockstep["steps"]]
     assert cohorts["resps"] == lockstep["resps"]
 
 

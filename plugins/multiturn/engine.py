@@ -70,14 +70,15 @@ Prefix cache: where the engine knows the model's KV cache (vLLM's own; a served 
 '{"kv_cache_tokens": N, "kv_block_size": B}'``, see :mod:`.vllm_steps`), it counts per call the prompt tokens the
 cache could serve (``reusable``: shared with an earlier prompt of the same dialogue, in whole blocks;
 :mod:`.prefix_cache`), and when a step outgrows the cache the dialogues advance in cohorts that keep their history
-cached (:class:`_Lockstep`; ``--metadata '{"kv_cohorts": false}'`` turns that off). When everything fits, every step
-is still one call.
+cached (:class:`_Lockstep`; on vLLM streamed on its engine, :mod:`.vllm_stream`; ``--metadata '{"kv_cohorts":
+false}'`` turns that off). When everything fits, every step is still one call.
 
 Progress: a tqdm bar over calls plus one INFO log line per call (``multiturn step 3: 1 generate_until call(s),
-450 prompts (0 from cache) from 450 dialogues of 1 task(s)``; with cohorts ``multiturn steps 1,2: ...,
-120 waiting for cache room``, and at the end one ``multiturn step k in all: ...`` line per step).
-:data:`LAST_RUN_STATS` keeps the per-call counts of the last run and :func:`step_totals` sums them per step (tests
-and benchmarks read them).
+450 prompts (0 from cache) from 450 dialogues of 1 task(s)``; with cohorts called step by step ``multiturn steps
+1,2: ..., 120 waiting for cache room`` and at the end one ``multiturn step k in all: ...`` line per step; streamed,
+a bar over prompts and one line per step once no dialogue can reach it any more). :data:`LAST_RUN_STATS` keeps the
+per-call counts of the last run (a stream is one entry) and :func:`step_totals` sums them per step (tests and
+benchmarks read them).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +106,7 @@ from bias_harness.plugins.multiturn.prefix_cache import (
     full_blocks,
     prompt_blocks,
 )
+from bias_harness.plugins.multiturn.vllm_stream import VllmStream
 from bias_harness.plugins.multiturn.vllm_steps import (
     SETTINGS,
     cohorts_enabled,
@@ -136,10 +138,11 @@ PLAIN_STOP = "\nUser:"
 CHAT_ONLY_BACKENDS = ("LocalChatCompletion",)
 
 # Per-call counts of the most recent multiturn_generate run: [{"step" (the lowest), "steps" (of its dialogues),
-# "prompts", "cached" (from the response cache), "calls" (generate_until: 0 or 1), "dialogues", "waiting" (dialogues
-# not yet started or put back: cohorts only), "seconds" (answering + recording), "prepare_seconds" (building prompts,
-# planning), "plan_seconds" (of which the prefix-cache bookkeeping: tokenizing and hashing prompts, counting what is
-# reusable, admitting), "generate_seconds" (inside generate_until), with a prefix cache "reusable_tokens", on vLLM
+# "prompts", "cached" (from the response cache), "calls" (generate_until: 0 or 1; 1 for a stream on vLLM's engine,
+# which also has "streamed": true), "dialogues", "waiting" (dialogues not yet started or put back: cohorts only),
+# "seconds" (answering + recording), "prepare_seconds" (building prompts, planning), "plan_seconds" (of which the
+# prefix-cache bookkeeping: tokenizing and hashing prompts, counting what is reusable, admitting),
+# "generate_seconds" (inside generate_until or the engine's steps), with a prefix cache "reusable_tokens", on vLLM
 # "engine_calls", "prompt_tokens", "cached_tokens" (prefix-cache hits), and "by_step" (the same counts per step)}].
 # Without cohorts (or when everything fits) there is one call per step.
 LAST_RUN_STATS: list[dict[str, Any]] = []
@@ -233,10 +236,10 @@ def _any_rank_busy(lm: LM, busy: bool) -> bool:
 def _backend_note(stats: dict[str, Any], cache: KVCache | None) -> str:
     """The log line's prefix-cache part: vLLM's hits, and what the cache could have served (``reusable_tokens``)."""
     reusable = stats.get("reusable_tokens")
-    if "engine_calls" in stats:
-        hits, sent = stats["cached_tokens"], stats["prompt_tokens"]
-        note = (f"; vLLM: {stats['engine_calls']} LLM.generate call(s), prefix cache hits {hits:,}/{sent:,} prompt "
-                f"tokens ({hits / sent if sent else 0.0:.1%})")
+    if "engine_calls" in stats or stats.get("engine") == "stream":
+        hits, sent = stats.get("cached_tokens", 0), stats.get("prompt_tokens", 0)
+        calls = f"{stats['engine_calls']} LLM.generate call(s), " if "engine_calls" in stats else ""
+        note = f"; vLLM: {calls}prefix cache hits {hits:,}/{sent:,} prompt tokens ({hits / sent if sent else 0.0:.1%})"
         if reusable is not None:
             note += f", reusable {reusable:,}" + (f" ({hits / reusable:.0%} of it served)" if reusable else "")
         return note
@@ -305,7 +308,9 @@ class _Lockstep:
     whose history stays cached: a dialogue is admitted (in request order) while the cohort :meth:`~Cohort.fits`,
     and when one finishes the next waiting dialogue takes its room, so a call can carry dialogues at different
     steps. When every dialogue fits, they are all admitted at the first step: plain lockstep. A cohort that
-    outgrows the cache puts its most recently admitted dialogues back at the head of the queue.
+    outgrows the cache puts its most recently admitted dialogues back at the head of the queue. On vLLM, from the
+    first step that does not fit, the cohort is streamed on vLLM's engine instead of called step by step
+    (:meth:`_stream`).
     """
 
     def __init__(self, lm: LM, requests: list[MultiTurnInstance], disable_tqdm: bool) -> None:
@@ -319,6 +324,7 @@ class _Lockstep:
         settings = _kv_settings(requests)
         self.cache = kv_cache(lm, settings) if getattr(lm, "world_size", 1) <= 1 else None
         self.cohorts = cohorts_enabled(settings) and self.cache is not None
+        self.stream = self.cohorts and is_vllm(lm)  # cohorts on vLLM: streamed (vllm_stream), not call by call
         self.book = PrefixBook()
         self.last_blocks: dict[int, int] = {}  # per dialogue: footprint of its previous step (growth estimate)
         self.task_reuse: dict[str, list[int]] = {}  # per task, at steps >= 2: [reusable, prompt] tokens
@@ -396,6 +402,9 @@ class _Lockstep:
             t_plan = time.perf_counter()
             resident = self._admit(resident, previous)
             self.plan_seconds += time.perf_counter() - t_plan
+            if self.waiting and self.stream:  # a step outgrew the cache: vLLM streams the rest, dialogue by dialogue
+                self._stream(resident, t_prep)
+                break
             if not _any_rank_busy(self.lm, bool(resident)):
                 break
             if not resident:  # data parallel: this rank is done, another is not; keep the ranks' model calls in step
@@ -423,10 +432,10 @@ class _Lockstep:
             growth = sum(pb.answer for pb in t.blocks)
         return Unit(i, tuple(t.blocks), t.reusable // self.cache.block_size, growth)
 
-    def _admit(self, resident: list[int], previous: int | None) -> list[int]:
+    def _admit(self, resident: list[int], previous: int | None, park: bool = True) -> list[int]:
         """The dialogues of the next call: the resident cohort as far as its call keeps the history it reuses (the
-        rest go back to the head of the queue), then waiting dialogues, in order, while the cohort fits. Without
-        cohorts: every dialogue."""
+        rest go back to the head of the queue; all of it with ``park=False``), then waiting dialogues, in order,
+        while the cohort fits. Without cohorts: every dialogue."""
         if not self.cohorts:
             resident += [i for i in self.waiting if self.turn(i) is not None]
             self.waiting.clear()
@@ -435,7 +444,7 @@ class _Lockstep:
         cohort = Cohort(self.cache, previous)
         for i in resident:
             unit = self._unit(i)
-            if cohort.members and not cohort.keeps_history(unit):
+            if park and cohort.members and not cohort.keeps_history(unit):
                 break
             cohort.add(unit)
         self.waiting.extendleft(reversed(resident[len(cohort.members):]))
@@ -459,12 +468,7 @@ class _Lockstep:
         t0 = time.perf_counter()
         by_step: dict[int, dict[str, Any]] = {}
         for t in turns:
-            s = by_step.setdefault(t.step, {"prompts": 0, "cached": 0, "dialogues": 0})
-            s["prompts"] += len(t.batch)
-            s["cached"] += len(t.batch) - len(t.todo)
-            s["dialogues"] += 1
-            if self.cache is not None:
-                s["reusable_tokens"] = s.get("reusable_tokens", 0) + t.reusable
+            self._count(by_step, t)
         stats: dict[str, Any] = {
             "step": min(by_step), "steps": sorted(by_step), "prompts": sum(len(t.batch) for t in turns),
             "cached": sum(len(t.batch) - len(t.todo) for t in turns), "calls": int(bool(todo)), "dialogues": len(turns),
@@ -481,22 +485,15 @@ class _Lockstep:
                     part.update(figures.get(step, {"prompt_tokens": 0, "cached_tokens": 0}))
             stats.update(backend)
             for (t, j), text in zip(todo, out):
-                t.answers[j] = text
-                if self.dbdict is not None and (key := _cache_key(t.batch[j])) is not None:
-                    self.dbdict[key] = text
+                self._answered(t, j, text)
             if self.dbdict is not None:
                 self.dbdict.commit()
         previous = None
         if self.cache is not None:
             stats["reusable_tokens"] = sum(t.reusable for t in turns)
             previous = full_blocks(pb for t in turns for pb in t.blocks)
-        for i, t in zip(members, turns):
-            self.dialogues[i].record({k: a or "" for k, a in zip(t.keys, t.answers)})
-            self.steps_done[i] += 1
-            del self.turns[i]
-            if t.blocks:
-                self.book.add(i, t.blocks)
-                self.last_blocks[i] = footprint(t.blocks)
+        for i in members:
+            self._record(i)
         stats["seconds"] = round(time.perf_counter() - t0, 3)
         stats["by_step"] = by_step
         LAST_RUN_STATS.append(stats)
@@ -510,9 +507,128 @@ class _Lockstep:
         self.bar.set_postfix(steps=where, prompts=stats["prompts"], cached=stats["cached"], waiting=stats["waiting"])
         return previous
 
+    def _count(self, by_step: dict[int, dict[str, Any]], t: _Turn) -> None:
+        """Add a turn's prompts to its step's counts."""
+        s = by_step.setdefault(t.step, {"prompts": 0, "cached": 0, "dialogues": 0})
+        s["prompts"] += len(t.batch)
+        s["cached"] += len(t.batch) - len(t.todo)
+        s["dialogues"] += 1
+        if self.cache is not None:
+            s["reusable_tokens"] = s.get("reusable_tokens", 0) + t.reusable
+
+    def _answered(self, t: _Turn, j: int, text: str) -> None:
+        t.answers[j] = text
+        if self.dbdict is not None and (key := _cache_key(t.batch[j])) is not None:
+            self.dbdict[key] = text
+
+    def _record(self, i: int) -> None:
+        """Hand dialogue i the answers of its turn; its computed prompts join its history in the prefix book."""
+        t = self.turns.pop(i)
+        assert t is not None
+        self.dialogues[i].record({k: a or "" for k, a in zip(t.keys, t.answers)})
+        self.steps_done[i] += 1
+        if t.blocks:
+            self.book.add(i, t.blocks)
+            self.last_blocks[i] = footprint(t.blocks)
+
+    def _stream(self, resident: list[int], t_prep: float) -> None:
+        """The rest of the run on vLLM's engine (:mod:`.vllm_stream`): the cohort's prompts are in flight; when a
+        dialogue's turn is answered its next turn goes in at once, and when dialogues finish, waiting ones are
+        admitted while the cohort fits. The answers are committed to the response cache at least every second;
+        a step is logged when no dialogue can reach it any more. One entry in LAST_RUN_STATS (``streamed``)."""
+        stream = VllmStream(self.lm)
+        by_step: dict[int, dict[str, Any]] = {}
+        outstanding: dict[int, int] = {}  # dialogue -> its prompts in flight
+        at_step = Counter(self.steps_done[i] + 1 for i in (*resident, *self.waiting))  # unfinished, by next step
+        logged = 0
+        t0 = last_commit = time.perf_counter()
+        generate = 0.0
+        bar = tqdm(desc="multiturn prompts (streamed)", unit="prompt", disable=self.bar.disable)
+        try:
+            while True:
+                t_plan = time.perf_counter()
+                resident = self._admit([i for i in resident if self.turn(i) is not None], None, park=False)
+                self.plan_seconds += time.perf_counter() - t_plan
+                for i in resident:
+                    if i in outstanding:
+                        continue
+                    t = self.turns[i]
+                    assert t is not None
+                    self._count(by_step, t)
+                    for j, ids in zip(t.todo, t.units):
+                        stream.submit((i, j), ids, t.batch[j].args[1])
+                    outstanding[i] = len(t.todo)
+                    if not t.todo:  # all from the response cache
+                        self._advance(i, at_step, outstanding)
+                if not stream:
+                    if not resident and not self.waiting:
+                        break
+                    continue
+                t_gen = time.perf_counter()
+                done = stream.step()
+                generate += time.perf_counter() - t_gen
+                for (i, j), text, n_prompt, n_cached in done:
+                    t = self.turns[i]
+                    assert t is not None
+                    self._answered(t, j, text)
+                    part = by_step[t.step]
+                    part["prompt_tokens"] = part.get("prompt_tokens", 0) + n_prompt
+                    part["cached_tokens"] = part.get("cached_tokens", 0) + n_cached
+                    outstanding[i] -= 1
+                    if not outstanding[i]:
+                        self._advance(i, at_step, outstanding)
+                bar.update(len(done))
+                if self.dbdict is not None and done and time.perf_counter() - last_commit >= 1.0:
+                    self.dbdict.commit()
+                    last_commit = time.perf_counter()
+                logged = self._log_done_steps(by_step, at_step, logged)
+        except BaseException:
+            stream.abort()
+            raise
+        finally:
+            bar.close()
+            if self.dbdict is not None:
+                self.dbdict.commit()
+        self._log_done_steps(by_step, at_step, logged)
+        steps = sorted(by_step)
+        stats: dict[str, Any] = {
+            "step": steps[0], "steps": steps, "prompts": sum(p["prompts"] for p in by_step.values()),
+            "cached": sum(p["cached"] for p in by_step.values()), "calls": 1, "streamed": True,
+            "dialogues": sum(p["dialogues"] for p in by_step.values()), "waiting": 0,
+            "prepare_seconds": round(t0 - t_prep, 3), "plan_seconds": round(self.plan_seconds, 3),
+            "generate_seconds": round(generate, 3), "seconds": round(time.perf_counter() - t0, 3), "engine_calls": 1,
+            "prompt_tokens": sum(p.get("prompt_tokens", 0) for p in by_step.values()),
+            "cached_tokens": sum(p.get("cached_tokens", 0) for p in by_step.values()),
+            "reusable_tokens": sum(p.get("reusable_tokens", 0) for p in by_step.values()), "by_step": by_step}
+        for part in by_step.values():
+            part.setdefault("prompt_tokens", 0)
+            part.setdefault("cached_tokens", 0)
+        LAST_RUN_STATS.append(stats)
+
+    def _advance(self, i: int, at_step: Counter, outstanding: dict[int, int]) -> None:
+        """Dialogue i's turn is answered: record it and count it at its next step (or as finished)."""
+        step = self.steps_done[i] + 1
+        self._record(i)
+        del outstanding[i]
+        at_step[step] -= 1
+        if self.turn(i) is not None:
+            at_step[step + 1] += 1
+
+    def _log_done_steps(self, by_step: dict[int, dict[str, Any]], at_step: Counter, logged: int) -> int:
+        """Log the streamed steps that no dialogue can reach any more; returns the last step logged."""
+        frontier = min((k for k, n in at_step.items() if n > 0), default=max(by_step, default=0) + 1)
+        for k in range(logged + 1, frontier):
+            if k in by_step:
+                part = by_step[k]
+                log.info("multiturn step %d: %d prompts (%d from cache) from %d dialogues of %d task(s), streamed "
+                         "in cohorts that fit the cache%s", k, part["prompts"], part["cached"], part["dialogues"],
+                         len(self.tasks), _backend_note({**part, "engine": "stream"}, self.cache))
+        return max(logged, frontier - 1)
+
     def _summary(self) -> None:
         """After a run whose calls did not follow the steps one to one: one line per step over all its calls."""
-        if all(len(s["steps"]) == 1 and not s["waiting"] for s in LAST_RUN_STATS):
+        calls = [s for s in LAST_RUN_STATS if not s.get("streamed")]
+        if all(len(s["steps"]) == 1 and not s["waiting"] for s in calls):
             return
         for total in step_totals(LAST_RUN_STATS):
             log.info("multiturn step %d in all: %d generate_until call(s), %d prompts (%d from cache) from %d "

@@ -1,14 +1,16 @@
 """What the multi-turn engine does differently when the model is lm-eval's ``vllm`` (``VLLM``).
 
-* **One engine call per step.** lm-eval's ``VLLM.generate_until`` cuts its requests into ``--batch_size`` chunks
-  and makes one ``LLM.generate`` call per chunk (lm-eval's default ``--batch_size 1`` turns a 450-prompt step into
-  450 calls). During a multi-turn step :func:`step_backend` sets the wrapper's batch size to ``auto`` (one chunk),
-  so each step is exactly ONE ``LLM.generate`` call whatever ``--batch_size`` says; the value is restored after.
+* **One ``LLM.generate`` call per multi-turn call.** lm-eval's ``VLLM.generate_until`` cuts its requests into
+  ``--batch_size`` chunks and makes one ``LLM.generate`` call per chunk (lm-eval's default ``--batch_size 1`` turns
+  a 450-prompt step into 450 calls). During each of the multi-turn engine's calls (a step, or a cohort's step)
+  :func:`step_backend` sets the wrapper's batch size to ``auto`` (one chunk), so it is exactly ONE ``LLM.generate``
+  call whatever ``--batch_size`` says; the value is restored after.
 * **Prefix cache.** vLLM's automatic prefix caching (on by default for decoder LMs in vLLM >= 0.6 V1; pass
   ``enable_prefix_caching=True`` in ``--model_args`` to be explicit) serves a dialogue's earlier turns from the
   KV cache, so a step prefills only what is new. Every ``RequestOutput`` says how many of its prompt tokens were
-  cache hits (``num_cached_tokens``); :func:`step_backend` sums them per step, so the engine logs the hit rate per
-  step and :data:`bias_harness.plugins.multiturn.engine.LAST_RUN_STATS` keeps ``prompt_tokens`` and ``cached_tokens``.
+  cache hits (``num_cached_tokens``); :func:`step_backend` sums them per call (and per step of the prompts, matched
+  by token ids), so the engine logs the hit rate and :data:`bias_harness.plugins.multiturn.engine.LAST_RUN_STATS`
+  keeps ``prompt_tokens`` and ``cached_tokens``.
 * **The cache the engine plans for** (:func:`kv_cache`): vLLM's own block count and block size, read from the
   engine (``LLM.llm_engine.vllm_config.cache_config``). A served endpoint's cache cannot be read from here: the user
   gives it as ``--metadata '{"kv_cache_tokens": N, "kv_block_size": B}'``, and the engine then counts the prompts'
