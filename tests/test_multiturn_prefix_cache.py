@@ -207,7 +207,7 @@ def test_streamed_cohorts_keep_answers_and_response_cache_keys(task_dir: Path, t
     FakeStream.submitted = []
     _, resps, _ = _run(task_dir, {KV: 400, "kv_block_size": 100})
     assert resps == reference
-    assert [key[0] for key in FakeStream.submitted] == [0, 1, 0, 1, 2, 0, 1, 0, 2, 2, 2]
+    assert [key[0] for key in FakeStream.submitted] == [0, 1, 0, 1, 2, 0, 1, 2, 0, 2, 2]
     # the streamed run's response cache replays a lockstep run: the same keys, no model call
     cache = str(tmp_path / "cache")
     _run(task_dir, {KV: 2, "kv_block_size": 1}, use_cache=cache)

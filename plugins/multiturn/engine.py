@@ -534,24 +534,42 @@ class _Lockstep:
     def _stream(self, resident: list[int], t_prep: float) -> None:
         """The rest of the run on vLLM's engine (:mod:`.vllm_stream`): the cohort's prompts are in flight; when a
         dialogue's turn is answered its next turn goes in at once, and when dialogues finish, waiting ones are
-        admitted while the cohort fits. The answers are committed to the response cache at least every second;
-        a step is logged when no dialogue can reach it any more. One entry in LAST_RUN_STATS (``streamed``)."""
+        admitted while the cohort fits (kept up to date member by member). The answers are committed to the response
+        cache at least every second; a step is logged when no dialogue can reach it any more. One entry in
+        LAST_RUN_STATS (``streamed``)."""
+        assert self.cache is not None
         stream = VllmStream(self.lm)
+        cohort = Cohort(self.cache)
+        units: dict[int, Unit] = {}  # members' units in the cohort
         by_step: dict[int, dict[str, Any]] = {}
-        outstanding: dict[int, int] = {}  # dialogue -> its prompts in flight
+        outstanding: dict[int, int] = {}  # member -> its prompts in flight
         at_step = Counter(self.steps_done[i] + 1 for i in (*resident, *self.waiting))  # unfinished, by next step
-        logged = 0
+        to_send = list(resident)
+        for i in resident:
+            units[i] = self._unit(i)
+            cohort.add(units[i])
+        logged, generate = 0, 0.0
         t0 = last_commit = time.perf_counter()
-        generate = 0.0
         bar = tqdm(desc="multiturn prompts (streamed)", unit="prompt", disable=self.bar.disable)
         try:
             while True:
                 t_plan = time.perf_counter()
-                resident = self._admit([i for i in resident if self.turn(i) is not None], None, park=False)
-                self.plan_seconds += time.perf_counter() - t_plan
-                for i in resident:
-                    if i in outstanding:
+                while self.waiting:  # admit waiting dialogues, in order, while the cohort fits
+                    i = self.waiting[0]
+                    if self.turn(i) is None:  # a dialogue without a single prompt
+                        self.waiting.popleft()
+                        at_step[self.steps_done[i] + 1] -= 1
                         continue
+                    unit = self._unit(i)
+                    if units and not cohort.fits(unit):
+                        break
+                    self.waiting.popleft()
+                    units[i] = unit
+                    cohort.add(unit)
+                    to_send.append(i)
+                self.plan_seconds += time.perf_counter() - t_plan
+                while to_send:
+                    i = to_send.pop(0)
                     t = self.turns[i]
                     assert t is not None
                     self._count(by_step, t)
@@ -559,9 +577,9 @@ class _Lockstep:
                         stream.submit((i, j), ids, t.batch[j].args[1])
                     outstanding[i] = len(t.todo)
                     if not t.todo:  # all from the response cache
-                        self._advance(i, at_step, outstanding)
+                        to_send += self._advance(i, cohort, units, at_step, outstanding)
                 if not stream:
-                    if not resident and not self.waiting:
+                    if not units and not self.waiting:
                         break
                     continue
                 t_gen = time.perf_counter()
@@ -576,7 +594,7 @@ class _Lockstep:
                     part["cached_tokens"] = part.get("cached_tokens", 0) + n_cached
                     outstanding[i] -= 1
                     if not outstanding[i]:
-                        self._advance(i, at_step, outstanding)
+                        to_send += self._advance(i, cohort, units, at_step, outstanding)
                 bar.update(len(done))
                 if self.dbdict is not None and done and time.perf_counter() - last_commit >= 1.0:
                     self.dbdict.commit()
@@ -590,29 +608,32 @@ class _Lockstep:
             if self.dbdict is not None:
                 self.dbdict.commit()
         self._log_done_steps(by_step, at_step, logged)
-        steps = sorted(by_step)
-        stats: dict[str, Any] = {
-            "step": steps[0], "steps": steps, "prompts": sum(p["prompts"] for p in by_step.values()),
-            "cached": sum(p["cached"] for p in by_step.values()), "calls": 1, "streamed": True,
-            "dialogues": sum(p["dialogues"] for p in by_step.values()), "waiting": 0,
-            "prepare_seconds": round(t0 - t_prep, 3), "plan_seconds": round(self.plan_seconds, 3),
-            "generate_seconds": round(generate, 3), "seconds": round(time.perf_counter() - t0, 3), "engine_calls": 1,
-            "prompt_tokens": sum(p.get("prompt_tokens", 0) for p in by_step.values()),
-            "cached_tokens": sum(p.get("cached_tokens", 0) for p in by_step.values()),
-            "reusable_tokens": sum(p.get("reusable_tokens", 0) for p in by_step.values()), "by_step": by_step}
         for part in by_step.values():
             part.setdefault("prompt_tokens", 0)
             part.setdefault("cached_tokens", 0)
-        LAST_RUN_STATS.append(stats)
+        steps = sorted(by_step)
+        total = {k: sum(p[k] for p in by_step.values())
+                 for k in ("prompts", "cached", "dialogues", "reusable_tokens", "prompt_tokens", "cached_tokens")}
+        LAST_RUN_STATS.append({
+            "step": steps[0], "steps": steps, **total, "calls": 1, "streamed": True, "waiting": 0, "engine_calls": 1,
+            "prepare_seconds": round(t0 - t_prep, 3), "plan_seconds": round(self.plan_seconds, 3),
+            "generate_seconds": round(generate, 3), "seconds": round(time.perf_counter() - t0, 3), "by_step": by_step})
 
-    def _advance(self, i: int, at_step: Counter, outstanding: dict[int, int]) -> None:
-        """Dialogue i's turn is answered: record it and count it at its next step (or as finished)."""
+    def _advance(self, i: int, cohort: Cohort, units: dict[int, Unit], at_step: Counter,
+                 outstanding: dict[int, int]) -> list[int]:
+        """Member i's turn is answered: record it, count it at its next step, and give the cohort its next unit.
+        Returns [i] when it has a next turn to send, else [] (it leaves the cohort)."""
         step = self.steps_done[i] + 1
         self._record(i)
         del outstanding[i]
         at_step[step] -= 1
-        if self.turn(i) is not None:
-            at_step[step + 1] += 1
+        cohort.remove(units.pop(i))
+        if self.turn(i) is None:
+            return []
+        at_step[step + 1] += 1
+        units[i] = self._unit(i)
+        cohort.add(units[i])
+        return [i]
 
     def _log_done_steps(self, by_step: dict[int, dict[str, Any]], at_step: Counter, logged: int) -> int:
         """Log the streamed steps that no dialogue can reach any more; returns the last step logged."""

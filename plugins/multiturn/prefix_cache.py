@@ -23,6 +23,7 @@ and answer) and its growth to the next step (the new blocks its last step added;
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -148,23 +149,34 @@ class Cohort:
     cache: KVCache
     previous: int | None = None
     members: list[Hashable] = field(default_factory=list)
-    full: set[int] = field(default_factory=set)
+    full: Counter[int] = field(default_factory=Counter)  # full block -> members' prompts holding it
     tails: int = 0
     reused: int = 0
     growth: int = 0
 
     def add(self, unit: Unit) -> None:
         self.members.append(unit.key)
-        self.full |= unit.hashes
+        self.full.update(unit.hashes)
         self.tails += unit.tails
         self.reused += unit.reused
         self.growth += unit.growth
+
+    def remove(self, unit: Unit) -> None:
+        """Take a member's unit out (it moves on to another step, or is done)."""
+        self.members.remove(unit.key)
+        self.full.subtract(unit.hashes)
+        for h in unit.hashes:
+            if self.full[h] <= 0:
+                del self.full[h]
+        self.tails -= unit.tails
+        self.reused -= unit.reused
+        self.growth -= unit.growth
 
     def _with(self, unit: Unit | None) -> tuple[int, int, int]:
         """(footprint, reused, growth) of the cohort with ``unit`` added."""
         if unit is None:
             return len(self.full) + self.tails, self.reused, self.growth
-        now = len(self.full) + len(unit.hashes - self.full) + self.tails + unit.tails
+        now = len(self.full) + sum(h not in self.full for h in unit.hashes) + self.tails + unit.tails
         return now, self.reused + unit.reused, self.growth + unit.growth
 
     def keeps_history(self, unit: Unit | None = None) -> bool:
