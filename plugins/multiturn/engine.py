@@ -296,8 +296,8 @@ def _kv_settings(requests: list[MultiTurnInstance]) -> dict[str, Any]:
     return out
 
 
-# a task whose dialogues' later steps could take less than this share of their prompt tokens from the prefix cache
-# (the multi-agent tasks: about 0) is not worth keeping: its dialogues join a cohort at their footprint alone
+# a task whose dialogues' later steps so far could take less than this share of their prompt tokens from the prefix
+# cache (the Scenarios multi-agent tasks: 0) is not worth keeping: its dialogues join a cohort at their footprint alone
 MIN_REUSE_SHARE = 0.1
 
 
