@@ -544,7 +544,7 @@ class _Lockstep:
         by_step: dict[int, dict[str, Any]] = {}
         outstanding: dict[int, int] = {}  # member -> its prompts in flight
         at_step = Counter(self.steps_done[i] + 1 for i in (*resident, *self.waiting))  # unfinished, by next step
-        to_send = list(resident)
+        to_send = deque(resident)
         for i in resident:
             units[i] = self._unit(i)
             cohort.add(units[i])
@@ -554,22 +554,10 @@ class _Lockstep:
         try:
             while True:
                 t_plan = time.perf_counter()
-                while self.waiting:  # admit waiting dialogues, in order, while the cohort fits
-                    i = self.waiting[0]
-                    if self.turn(i) is None:  # a dialogue without a single prompt
-                        self.waiting.popleft()
-                        at_step[self.steps_done[i] + 1] -= 1
-                        continue
-                    unit = self._unit(i)
-                    if units and not cohort.fits(unit):
-                        break
-                    self.waiting.popleft()
-                    units[i] = unit
-                    cohort.add(unit)
-                    to_send.append(i)
+                to_send += self._admit_waiting(cohort, units, at_step)
                 self.plan_seconds += time.perf_counter() - t_plan
                 while to_send:
-                    i = to_send.pop(0)
+                    i = to_send.popleft()
                     t = self.turns[i]
                     assert t is not None
                     self._count(by_step, t)
@@ -618,6 +606,24 @@ class _Lockstep:
             "step": steps[0], "steps": steps, **total, "calls": 1, "streamed": True, "waiting": 0, "engine_calls": 1,
             "prepare_seconds": round(t0 - t_prep, 3), "plan_seconds": round(self.plan_seconds, 3),
             "generate_seconds": round(generate, 3), "seconds": round(time.perf_counter() - t0, 3), "by_step": by_step})
+
+    def _admit_waiting(self, cohort: Cohort, units: dict[int, Unit], at_step: Counter) -> list[int]:
+        """Streamed: admit waiting dialogues, in order, while the cohort fits; returns them."""
+        admitted = []
+        while self.waiting:
+            i = self.waiting[0]
+            if self.turn(i) is None:  # a dialogue without a single prompt
+                self.waiting.popleft()
+                at_step[self.steps_done[i] + 1] -= 1
+                continue
+            unit = self._unit(i)
+            if units and not cohort.fits(unit):
+                break
+            self.waiting.popleft()
+            units[i] = unit
+            cohort.add(unit)
+            admitted.append(i)
+        return admitted
 
     def _advance(self, i: int, cohort: Cohort, units: dict[int, Unit], at_step: Counter,
                  outstanding: dict[int, int]) -> list[int]:
