@@ -95,12 +95,12 @@ def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _run(task_dir: Path, server: FakeOpenAI, tasks: list[str], concurrent: int = 1, chat: bool = True,
-         model: str = "local-chat-completions", **kw):
+         model: str = "local-chat-completions", metadata: dict | None = None, **kw):
     import lm_eval
 
     import bias_harness
 
-    tm = bias_harness.task_manager(include_path=str(task_dir), include_defaults=False)
+    tm = bias_harness.task_manager(include_path=str(task_dir), include_defaults=False, metadata=metadata)
     args = f"model=fake,base_url={server.url},num_concurrent={concurrent},max_retries=4,timeout=10"
     return lm_eval.simple_evaluate(model=model, model_args=args, tasks=tasks, task_manager=tm,
                                    apply_chat_template=chat, log_samples=True, **kw)
@@ -129,6 +129,18 @@ def test_messages_reach_the_api(task_dir: Path, fast_retries: None, chat: bool) 
     ]  # fmt: skip
     b = json.loads(next(s for s in res["samples"]["mt_seq"] if s["doc_id"] == 1)["resps"][0][0])
     assert b["answers"] == ["2 msgs", "no"] and b["closing_answers"] == ["6 msgs"]
+
+
+def test_served_cache_size_orders_the_requests_in_cohorts(task_dir: Path, fast_retries: None) -> None:
+    """With the server's KV cache given (here too small for two dialogues), each dialogue takes all its steps before
+    the next one starts, so its history is still in the server's prefix cache; the answers are the same."""
+    with FakeOpenAI() as server:
+        ref = _run(task_dir, server, ["mt_seq"])
+    with FakeOpenAI() as server:
+        res = _run(task_dir, server, ["mt_seq"], metadata={"kv_cache_tokens": 64, "kv_block_size": 16})
+    first_turns = [msgs[0]["content"] for msgs in server.requests]
+    assert first_turns == ["INSTR\nA1"] * 4 + ["INSTR\nB1"] * 3 + ["INSTR\nC1"] * 4
+    assert [s["resps"] for s in res["samples"]["mt_seq"]] == [s["resps"] for s in ref["samples"]["mt_seq"]]
 
 
 def test_agents_over_api_with_failures_and_recovery(task_dir: Path, fast_retries: None) -> None:

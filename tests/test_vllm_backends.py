@@ -35,8 +35,9 @@ METADATA = '{"discussion_max_gen_toks": 32}'
 # small on purpose: vLLM's CPU backend reserves this fraction of node memory; eager mode skips a minutes-long compile
 VLLM_ARGS = "max_model_len=2048,gpu_memory_utilization=0.2,enforce_eager=True,enable_prefix_caching=True"
 BIN = Path(sys.executable).parent
-STEP_LINE = re.compile(r"multiturn step (\d+): (\d+) generate_until call\(s\), (\d+) prompts .*?"
-                       r"vLLM: (\d+) LLM\.generate call\(s\), prefix cache hits (\d+)/(\d+) prompt tokens")
+STEP_LINE = re.compile(r"multiturn step (\d+): (\d+) generate_until call\(s\), ([\d,]+) prompts .*?"
+                       r"vLLM: (\d+) LLM\.generate call\(s\), prefix cache hits ([\d,]+)/([\d,]+) prompt tokens "
+                       r"\([\d.]+%\), reusable ([\d,]+)")
 
 
 def vllm_available() -> bool:
@@ -93,13 +94,14 @@ def test_every_task_family_runs_on_vllm(runs) -> None:
 
 def test_multiturn_steps_are_one_engine_call_each_with_prefix_cache_hits(runs) -> None:
     _, log = runs["vllm"]
-    steps = [tuple(map(int, m.groups())) for m in STEP_LINE.finditer(log)]
+    steps = [tuple(int(g.replace(",", "")) for g in m.groups()) for m in STEP_LINE.finditer(log)]
     assert steps, "no multi-turn step lines with vLLM figures in the log"
-    for _step, calls, prompts, engine_calls, hits, prompt_tokens in steps:
+    for _step, calls, prompts, engine_calls, hits, prompt_tokens, _reusable in steps:
         assert calls == 1 and engine_calls == 1, "one LLM.generate call per step (lm-eval's default --batch_size is 1)"
         assert 0 <= hits <= prompt_tokens and prompt_tokens > prompts  # every prompt is longer than one token
-    # from step 2 on, each dialogue re-sends its history: the prefix cache must serve part of it
-    assert sum(s[4] for s in steps if s[0] > 1) > 0
+    # from step 2 on, each dialogue re-sends its history: the prefix cache must serve part of it, and could serve it
+    assert sum(s[4] for s in steps if s[0] > 1) > 0 and sum(s[6] for s in steps if s[0] > 1) > 0
+    assert all(s[6] == 0 for s in steps if s[0] == 1)  # nothing is reusable before a dialogue's first answer
 
 
 def test_parsed_answers_agree_with_hf(runs) -> None:
