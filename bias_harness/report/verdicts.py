@@ -98,7 +98,10 @@ class Verdicts:
     def headline(self, task: str) -> list[tuple[str, Any, validity.Verdict]]:
         """(metric, value, verdict) for each headline metric of ``task`` (its ``metric_list``) that has a verdict."""
         cfg = self.run.configs.get(task) or {}
-        names = [m["metric"] for m in cfg.get("metric_list") or [] if isinstance(m, dict) and "metric" in m]
+        # with --metadata '{"breakdown": true}' the metric_list also holds the breakdowns: not headline metrics
+        breakdowns = {m.get("metric") for m in (cfg.get("metadata") or {}).get("breakdown_metrics") or [] if isinstance(m, dict)}
+        names = [m["metric"] for m in cfg.get("metric_list") or []
+                 if isinstance(m, dict) and "metric" in m and m["metric"] not in breakdowns]  # fmt: skip
         rows = []
         for name in names or list(self.results(task)):
             v = self.verdict(task, name)
