@@ -137,7 +137,7 @@ def build_tiny(folder: Path) -> types.SimpleNamespace:
 
     recipe = get_recipe("refine_lm")
     cfg = parse_config(recipe, recipe.preset("released")).training
-    rows = {row_key(r): r for r in build_training_data(recipe, DataOptions())["train"]}
+    rows = {row_key(r): r for r in build_training_data(recipe, DataOptions())["train"].to_list()}  # to_list: fast
     names = FEMALE + MALE
     keys = sorted(k for k in rows if k[0] in names and k[1] in names)
     texts = [rows[k][q] for k in keys for q in ("q12", "q12_neg", "q21", "q21_neg")]
