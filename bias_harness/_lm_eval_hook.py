@@ -17,29 +17,38 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
 from typing import Any
 
 MARK = "_bias_harness_lm_eval_hook"
 _done = False
 
 
+# The first lm-eval release whose TaskManager reads the ``lm_eval.tasks`` entry points (upstream PR #4015); None
+# while no release does. Set it when one does, and the hook steps aside for tasks there.
+TASK_ENTRY_POINTS_SINCE: str | None = None
+
+
 def lm_eval_loads_plugins(group: str) -> bool:
     """Whether the installed lm-eval reads entry points of ``group`` itself.
 
-    ``lm_eval.models``: #4013 added ``lm_eval.api.registry.load_plugins``. ``lm_eval.tasks``: #4015 is not
-    released; we look for the group name in lm-eval's task-manager source, where that PR reads it.
+    ``lm_eval.models``: #4013 added ``lm_eval.api.registry.load_plugins``. ``lm_eval.tasks``: the installed
+    version is at least :data:`TASK_ENTRY_POINTS_SINCE`.
     """
     if group == "lm_eval.models":
         import lm_eval.api.registry as registry
 
         return hasattr(registry, "load_plugins")
-    import lm_eval.tasks.manager as manager
-
-    try:
-        with open(manager.__file__, encoding="utf-8") as f:
-            return f'"{group}"' in f.read()
-    except OSError:
+    if TASK_ENTRY_POINTS_SINCE is None:
         return False
+    from importlib.metadata import version
+
+    return release(version("lm_eval")) >= release(TASK_ENTRY_POINTS_SINCE)
+
+
+def release(version: str) -> tuple[int, ...]:
+    """The release numbers of a version string: ``"0.4.13"`` -> ``(0, 4, 13)``, ``"0.5.0rc1"`` -> ``(0, 5, 0)``."""
+    return tuple(int(part) for part in re.match(r"\d+(?:\.\d+)*", version).group(0).split("."))
 
 
 def on_lm_eval_tasks_loaded() -> None:

@@ -114,7 +114,7 @@ def evaluate(args: dict[str, Any] | None, settings: EvalSettings, lm: Any = None
         return {}
     out = redact(out)  # lm-eval records model_args and metadata (merged) in every task config
     if run_dir is not None:  # lm-eval's results_*.json + samples_*.jsonl, for `bias-harness compare`
-        from bias_harness.plugins.paired import save_run
+        from bias_harness.runs import save_run
 
         save_run(out, run_dir)
     results = {t: {k: _clean(v) for k, v in res.items() if k != "alias"} for t, res in out["results"].items()}

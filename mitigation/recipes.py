@@ -464,12 +464,6 @@ def save_training_data(recipe: Recipe, data: datasets.DatasetDict, folder: Path,
     return folder
 
 
-def describe_data(data: datasets.DatasetDict) -> dict[str, int]:
-    return {s: len(ds) for s, ds in data.items()}
-
-
-
-
 # --------------------------------------------------------------------------------------------- held-out SCD docs
 
 

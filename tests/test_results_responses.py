@@ -21,7 +21,7 @@ import pytest
 
 import bias_harness
 from bias_harness.errors import BadInput
-from bias_harness.report import responses
+from bias_harness import responses
 from tests.helpers import scripted_lm
 
 TASKS = ["stereoset_en_intra", "multiagent_test_interaction", "demet"]
