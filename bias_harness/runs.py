@@ -1,10 +1,10 @@
 """lm-eval run folders and the values read from them, for the report, ``compare`` and each work's section.
 
 :func:`load_run` / :func:`load_runs` merge what lm-eval wrote (``results_*.json``, ``samples_*.jsonl``) into a
-:class:`Run` (:func:`save_run` writes that folder from ``simple_evaluate``'s result); :class:`Point` is one headline number with its 95% CI; :func:`fmt`, :func:`short_label` and
-:func:`subset_note` format values, model labels and ``--limit`` notes for people. Nothing here draws, fills
-summaries or assembles a page (that is :mod:`bias_harness.report`), so report sections and the paired comparison
-import this module without the report.
+:class:`Run` (:func:`save_run` writes that folder from ``simple_evaluate``'s result); :class:`Point` is one
+headline number with its 95% CI; :func:`fmt`, :func:`short_label` and :func:`subset_note` format values, model
+labels and ``--limit`` notes for people. Nothing here draws, fills summaries or assembles a page (that is
+:mod:`bias_harness.report`), so report sections and the paired comparison import this module without the report.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 from bias_harness import __version__, settings
 from bias_harness.datasets_src.base import PROJECT_URL
 from bias_harness.mitigation.evaluate import MetricRow, metric_rows
-from bias_harness.mitigation.recipes import Recipe
+from bias_harness.mitigation.recipe import Recipe
 from bias_harness.redact import redact
 
 log = logging.getLogger(__name__)

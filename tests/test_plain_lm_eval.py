@@ -138,6 +138,21 @@ def test_hook_is_lazy_and_idempotent(tmp_path):
     assert proc.stdout.strip() == "['/t'] ['/t', '/u'] ['/u', '/t']"
 
 
+def test_hook_steps_aside_for_tasks_by_lm_eval_version(monkeypatch):
+    """Whether lm-eval reads the ``lm_eval.tasks`` entry points itself is a version check, not a look at its source."""
+    from importlib.metadata import version
+
+    import bias_harness._lm_eval_hook as hook
+
+    assert hook.release("0.4.13") == (0, 4, 13) and hook.release("0.5.0rc1") == (0, 5, 0)
+    assert hook.TASK_ENTRY_POINTS_SINCE is None and not hook.lm_eval_loads_plugins("lm_eval.tasks")
+    installed = hook.release(version("lm_eval"))
+    monkeypatch.setattr(hook, "TASK_ENTRY_POINTS_SINCE", ".".join(map(str, installed)))
+    assert hook.lm_eval_loads_plugins("lm_eval.tasks")
+    monkeypatch.setattr(hook, "TASK_ENTRY_POINTS_SINCE", ".".join(map(str, (*installed[:-1], installed[-1] + 1))))
+    assert not hook.lm_eval_loads_plugins("lm_eval.tasks")
+
+
 def test_wheel_in_scratch_venv(tiny_causal_lm, tmp_path):
     """Build the wheel, install it into a scratch venv that reuses this venv's dependencies, run `lm_eval --tasks demet`."""
     dist = tmp_path / "dist"
