@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import textwrap
 import zipfile
 from pathlib import Path
 
@@ -156,15 +157,16 @@ def test_hook_steps_aside_for_tasks_by_lm_eval_version(monkeypatch):
 def test_lm_eval_warnings_name_the_caller_not_the_hook(tmp_path):
     """lm-eval's deprecation of ``TaskManager(verbosity=...)`` (stacklevel 2) points at the caller's line, through
     the hook's wrapper; a second call warns again."""
-    code = (
-        "import warnings\nfrom lm_eval.tasks import TaskManager\n"
-        "with warnings.catch_warnings(record=True) as w:\n"
-        "    warnings.simplefilter('always')\n"
-        "    TaskManager(verbosity='INFO', include_defaults=False)\n"
-        "    TaskManager(verbosity='INFO', include_defaults=False)\n"
-        "assert getattr(TaskManager.__init__, '_bias_harness_lm_eval_hook', False)\n"
-        "print([(x.category.__name__, x.filename, x.lineno) for x in w if 'verbosity' in str(x.message)])\n"
-    )
+    code = textwrap.dedent("""\
+        import warnings
+        from lm_eval.tasks import TaskManager
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter('always')
+            TaskManager(verbosity='INFO', include_defaults=False)
+            TaskManager(verbosity='INFO', include_defaults=False)
+        assert getattr(TaskManager.__init__, '_bias_harness_lm_eval_hook', False)
+        print([(x.category.__name__, x.filename, x.lineno) for x in w if 'verbosity' in str(x.message)])
+    """)
     proc = _run([sys.executable, "-c", code], tmp_path)
     assert proc.stdout.strip() == "[('DeprecationWarning', '<string>', 5), ('DeprecationWarning', '<string>', 6)]"
 
