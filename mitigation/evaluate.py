@@ -72,12 +72,17 @@ def _task_manager(settings: EvalSettings):
     return tm
 
 
-def _clean(value: Any) -> Any:
+def clean(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, (int, float, str, bool)) or value is None:
         return value
     return str(value)
+
+
+def clean_tree(value: Any) -> Any:
+    """:func:`clean` on every leaf of nested dicts."""
+    return {k: clean_tree(v) for k, v in value.items()} if isinstance(value, dict) else clean(value)
 
 
 def evaluate(args: dict[str, Any] | None, settings: EvalSettings, lm: Any = None, run_dir: Path | None = None) -> dict[str, Any]:
@@ -91,7 +96,7 @@ def evaluate(args: dict[str, Any] | None, settings: EvalSettings, lm: Any = None
     import bias_harness.plugins  # noqa: F401  (registers our request types and model types)
 
     if settings.model_type == "hf-mlm":
-        import bias_harness.mitigation.refine_lm  # noqa: F401  (registers the Refine-LM architecture)
+        import bias_harness.plugins.refine_lm_model  # noqa: F401  (registers the Refine-LM architecture)
     out = lm_eval.simple_evaluate(
         model=lm if lm is not None else settings.model_type,
         model_args=args,
@@ -114,69 +119,24 @@ def evaluate(args: dict[str, Any] | None, settings: EvalSettings, lm: Any = None
         return {}
     out = redact(out)  # lm-eval records model_args and metadata (merged) in every task config
     if run_dir is not None:  # lm-eval's results_*.json + samples_*.jsonl, for `bias-harness compare`
-        from bias_harness.plugins.paired import save_run
+        from bias_harness.runs import save_run
 
         save_run(out, run_dir)
-    results = {t: {k: _clean(v) for k, v in res.items() if k != "alias"} for t, res in out["results"].items()}
+    results = {t: {k: clean(v) for k, v in res.items() if k != "alias"} for t, res in out["results"].items()}
     result = {
         "model_args": redact({k: str(v) for k, v in (args or {}).items()}),
         "settings": redact(settings.to_dict()),
         "results": results,
         "n_samples": {t: n for t, n in out.get("n-samples", {}).items()},
-        "versions": {t: _clean(v) for t, v in out.get("versions", {}).items()},
+        "versions": {t: clean(v) for t, v in out.get("versions", {}).items()},
     }
-    if run_dir is not None:
-        breakdowns = contact_breakdowns(run_dir)
+    if run_dir is not None:  # the works' before/after tables from the logged samples (mitigation/<work>.py)
+        from bias_harness.mitigation.recipes import hooks
+
+        breakdowns = {task: tables for tables_of in hooks("breakdowns") for task, tables in tables_of(run_dir).items()}
         if breakdowns:
-            result["breakdowns"] = breakdowns
+            result["breakdowns"] = clean_tree(breakdowns)
     return result
-
-
-# Doc fields the contact breakdown tables group by (Raj et al. 2024, Tables 11-14).
-BREAKDOWN_FIELDS = ("scale", "scenario", "principle", "axis")
-
-
-def contact_breakdowns(run_dir: Path) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
-    """{task: {field: {value: {bias_pct_<contact>, n, invalid}}}} from the logged samples of the contact tasks
-    (``scd_heldout``, ``contact_*``) in lm-eval's output folder ``run_dir``; {} when there are none."""
-    from bias_harness.plugins.contact.metrics import breakdown
-    from bias_harness.report import load_run
-    from bias_harness.plugins.contact.report import sample_records
-
-    try:
-        run = load_run(run_dir)
-    except FileNotFoundError:
-        return {}
-    tables: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
-    for task in run.sample_files:
-        recs = sample_records(run, task)
-        if recs and all(r.get(f) is not None for r in recs for f in BREAKDOWN_FIELDS):
-            tables[task] = {f: {str(k[0]): {m: _clean(v) for m, v in row.items()} for k, row in breakdown(recs, [f]).items()}
-                            for f in BREAKDOWN_FIELDS}  # fmt: skip
-    return tables
-
-
-def _cell(row: dict[str, Any], key: str) -> str:
-    v = row.get(key)
-    return "n/a" if v is None else (f"{v:.1f}" if isinstance(v, float) else str(v))
-
-
-def breakdown_markdown(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """Before/after bias % per contact type by scale / scenario / principle / axis, for every task with breakdowns."""
-    lines: list[str] = []
-    b_all, a_all = before.get("breakdowns") or {}, after.get("breakdowns") or {}
-    for task in sorted(set(b_all) | set(a_all)):
-        for name in BREAKDOWN_FIELDS:
-            b, a = b_all.get(task, {}).get(name, {}), a_all.get(task, {}).get(name, {})
-            lines += [f"### {task}: by {name}", "", f"| {name} | n | bias % none (before / after) | bias % positive "
-                      "(before / after) | bias % negative (before / after) | invalid (before / after) |",
-                      "|---|---|---|---|---|---|"]  # fmt: skip
-            for value in sorted(set(b) | set(a)):
-                rb, ra = b.get(value, {}), a.get(value, {})
-                cells = [f"{_cell(rb, k)} / {_cell(ra, k)}" for k in ("bias_pct_none", "bias_pct_positive", "bias_pct_negative", "invalid")]
-                lines.append(f"| {value} | {_cell(rb or ra, 'n')} | " + " | ".join(cells) + " |")
-            lines.append("")
-    return "\n".join(lines)
 
 
 def save(result: dict[str, Any], path: Path) -> None:

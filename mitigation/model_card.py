@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 from bias_harness import __version__, settings
 from bias_harness.datasets_src.base import PROJECT_URL
 from bias_harness.mitigation.evaluate import MetricRow, metric_rows
-from bias_harness.mitigation.recipes import Recipe
+from bias_harness.mitigation.recipe import Recipe
 from bias_harness.redact import redact
 
 log = logging.getLogger(__name__)
@@ -317,8 +317,8 @@ def compare_before_after(eval_dir: Path, iters: int | None = None, seed: int | N
     """Paired comparison of ``eval_dir/before`` and ``eval_dir/after`` (``plugins/paired.py``), also written to
     ``eval_dir/compare/`` (README.md with plots, compare.json); None (logged) when the samples are missing or unpaired."""
     from bias_harness.plugins import stats
-    from bias_harness.plugins.paired import RunMismatch, compare_runs
-    from bias_harness.report.compare import render_markdown
+    from bias_harness.plugins.paired import RunMismatch
+    from bias_harness.report.compare import compare_runs, render_markdown
 
     eval_dir = Path(eval_dir)
     try:

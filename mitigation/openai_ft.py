@@ -20,7 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bias_harness.mitigation.recipes import DataOptions, Recipe, RecipeError, build_training_data, get_recipe
+from bias_harness.mitigation.recipe import DataOptions, Recipe, RecipeError
+from bias_harness.mitigation.recipes import get_recipe
+from bias_harness.mitigation.training_data import build_training_data
 
 log = logging.getLogger(__name__)
 

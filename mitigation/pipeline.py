@@ -25,10 +25,11 @@ from bias_harness.errors import check_writable
 from bias_harness.mitigation import evaluate as ev
 from bias_harness.mitigation import recipes_dir
 from bias_harness.mitigation import model_card
-from bias_harness.mitigation.recipes import (
-    DataOptions, Recipe, build_training_data, data_options, get_recipe, save_training_data,
-)  # fmt: skip
-from bias_harness.mitigation.train import check_model, is_adapter, parse_config, train
+from bias_harness.mitigation.config import parse_config
+from bias_harness.mitigation.recipe import DataOptions, Recipe, data_options
+from bias_harness.mitigation.recipes import get_recipe, hooks
+from bias_harness.mitigation.train import check_model, is_adapter, train
+from bias_harness.mitigation.training_data import build_training_data, save_training_data
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,9 @@ def eval_settings(recipe, opts: MitigateOptions, data_opts: DataOptions) -> ev.E
     metadata = {**(recipe.eval_metadata(data_opts) if recipe.eval_metadata else {}), **opts.eval_metadata}
     if opts.data_dir:
         metadata.setdefault("data_dir", str(opts.data_dir))
-    if any(t.startswith("stereoset") for t in tasks):  # token_mean normalisation needs the model's tokenizer
-        metadata.setdefault("tokenizer", str(opts.model))
+    for needs in hooks("task_metadata"):  # what the works' tasks need from the model (e.g. its tokenizer)
+        for key, value in needs(list(tasks), str(opts.model)).items():
+            metadata.setdefault(key, value)
     include = list(opts.include_path) + ([str(recipes_dir() / "tasks")] if recipe.include_tasks else [])
     if recipe.local_tasks:  # lm-eval's BBQ / CrowS-Pairs on the local raw copies (mitigation/local_tasks.py)
         include += recipe.local_tasks(Path(opts.output).resolve() / "tasks")
@@ -136,8 +138,9 @@ def run(opts: MitigateOptions) -> MitigateResult:
         out / "eval" / "after.json", ev.model_args(model_dir, opts.model, extra_args), settings, False
     )
 
-    if before.get("breakdowns") or after.get("breakdowns"):  # contact tasks: the paper's Tables 11-14 layout
-        (out / "eval" / "breakdowns.md").write_text(ev.breakdown_markdown(before, after), encoding="utf-8")
+    if before.get("breakdowns") or after.get("breakdowns"):  # the works' before/after tables (mitigation/<work>.py)
+        tables = [markdown(before, after) for markdown in hooks("breakdown_markdown")]
+        (out / "eval" / "breakdowns.md").write_text("\n".join(t for t in tables if t), encoding="utf-8")
     card = model_card.write(model_dir, model_card.CardData(
         recipe=recipe, base_model=opts.model, config=cfg.as_dict(), data_splits={s: len(d) for s, d in data.items()},
         data_options={"setting": opts.setting, "max_train_rows": opts.max_train_rows}, before=before, after=after,

@@ -34,7 +34,7 @@ module registers the architecture, after which ``AutoModelForMaskedLM.from_pretr
 The recipe YAML is parsed by :func:`make_parser` (a ``TrlParser``, TRL's config format);
 ``python -m bias_harness.mitigation.refine_lm --config mitigation/refine_lm.yaml`` trains from the exported data.
 The recipe's preset ``released`` (``bias-harness mitigate refine_lm --preset released``) is the authors' released
-gender run (``run_bert.sh``); see :data:`bias_harness.mitigation.recipes.RECIPES`.
+gender run (``run_bert.sh``); see :mod:`bias_harness.mitigation.stereoset`.
 """
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ def eval_model_args(cfg: Any, model: str) -> dict[str, Any]:
 
 def check_config(cfg: Any) -> None:
     """Raise ValueError on settings that cannot train (the recipe runs this before any evaluation)."""
-    from bias_harness.mitigation.recipes import data_options
+    from bias_harness.mitigation.recipe import data_options
 
     args = cfg.training
     if args.objective not in OBJECTIVES:
@@ -340,7 +340,7 @@ def _reward_rows(data: Any, n: int, seed: int) -> list[dict[str, Any]]:
         return []
     if n <= 0 or len(data) <= n:
         return list(data)
-    from bias_harness.mitigation.recipes import columns, spread_order
+    from bias_harness.mitigation.training_data import columns, spread_order
 
     cols = columns(data, ("category", "template_id", "activity_id"))
     keys = list(zip(cols["category"], cols["template_id"], cols["activity_id"], strict=True))
@@ -357,7 +357,7 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
     """
     from transformers import AutoTokenizer
 
-    from bias_harness.mitigation.train import last_checkpoint
+    from bias_harness.mitigation.config import last_checkpoint
     from bias_harness.plugins.mlm import MaskedLMScorer
 
     args = cfg.training
@@ -428,7 +428,7 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
 def main(argv: list[str] | None = None) -> int:  # pragma: no cover - CLI wrapper
     from datasets import load_dataset
 
-    from bias_harness.mitigation.train import ParsedConfig
+    from bias_harness.mitigation.config import ParsedConfig
 
     script, training, model = make_parser().parse_args_and_config(argv)
     data = load_dataset(script.dataset_name, script.dataset_config)

@@ -30,9 +30,10 @@ def load_local(dataset: str, config: str | None = None, data_dir: str | Path | N
         if not build:
             raise FileNotFoundError(f"No local copy of '{dataset}' at {folder}; run `bias-harness data build {dataset}`")
         from bias_harness.datasets_src.base import build_dataset
+        from bias_harness.datasets_src.registry import get_builder
 
         log.info("no local copy of %s at %s: building it from raw files", dataset, folder)
-        build_dataset(dataset, folder.parent)
+        build_dataset(get_builder(dataset), folder.parent)
     return datasets.load_dataset(str(folder), config)
 
 

@@ -3,7 +3,7 @@
 A run is what lm-eval writes with ``--output_path DIR --log_samples``: ``results_*.json`` and ``samples_*.jsonl``.
 Every sample record holds, under each metric key, the item the task's ``process_results`` returned for that
 document, and the task's own aggregation turns a list of items into the metric. So a paired comparison needs no
-metric of its own: :func:`compare_runs` matches the documents of both runs, groups them by the task's resampling
+metric of its own: :func:`bias_harness.report.compare.compare_runs` matches the documents of both runs, groups them by the task's resampling
 unit, and on every bootstrap resample (the same units for both runs) recomputes each headline metric with the
 work's own aggregation (declared by an :class:`Adapter`, each work's ``plugins/<work>/paired.py``) and takes the difference.
 
@@ -265,29 +265,6 @@ class Comparison:
         return next((m for m in self.metrics if m.task == task and m.metric == metric and (filt is None or m.filter == filt)), None)
 
 
-def save_run(out: dict[str, Any], folder: Path) -> Path:
-    """Write a ``simple_evaluate(..., log_samples=True)`` result as lm-eval's output folder: ``results_<stamp>.json``
-    and ``samples_<task>_<stamp>.jsonl`` (what ``--output_path --log_samples`` writes; readable by :func:`compare_runs`)."""
-    import json
-    import time
-
-    from lm_eval.utils import handle_non_serializable
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in [*folder.glob("results_*.json"), *folder.glob("samples_*.jsonl")]:
-        old.unlink()  # one run per folder
-    stamp = time.strftime("%Y-%m-%dT%H-%M-%S")
-    dump = {k: v for k, v in out.items() if k != "samples"}
-    path = folder / f"results_{stamp}.json"
-    path.write_text(json.dumps(dump, indent=2, default=handle_non_serializable, ensure_ascii=False) + "\n", encoding="utf-8")
-    for task, samples in (out.get("samples") or {}).items():
-        with open(folder / f"samples_{task}_{stamp}.jsonl", "w", encoding="utf-8") as f:
-            for s in samples:
-                f.write(json.dumps(s, default=handle_non_serializable, ensure_ascii=False) + "\n")
-    return path
-
-
 def _json_safe(value: Any) -> Any:
     """NaN -> None (strict JSON)."""
     if isinstance(value, float) and math.isnan(value):
@@ -381,53 +358,6 @@ def compare_task(task: str, pairs: list[tuple[dict, dict]], adapter: Adapter, fi
     return out
 
 
-def compare_runs(run_a: str | Path, run_b: str | Path, tasks: Sequence[str] | None = None, unit: str | None = None,
-                 iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED,
-                 thresholds: dict[str, float] | None = None) -> Comparison:  # fmt: skip
-    """Compare every task the two lm-eval output folders share (or ``tasks``); see the module docstring. Each metric
-    carries both runs' interpretability verdicts (``thresholds``: overrides, :mod:`bias_harness.plugins.validity`)."""
-    from bias_harness.report import load_run
-    from bias_harness.report.verdicts import Verdicts
-
-    a, b = load_run(run_a), load_run(run_b)
-    checked = Verdicts(a, thresholds), Verdicts(b, thresholds)
-    wanted = list(tasks) if tasks else sorted(set(a.results) | set(b.results))
-    missing = {t: [str(r) for r, run in ((run_a, a), (run_b, b)) if t not in run.results] for t in wanted}
-    missing = {t: rs for t, rs in missing.items() if rs}
-    if missing:
-        raise RunMismatch("the runs do not cover the same tasks: " + "; ".join(f"{t} missing in {', '.join(rs)}" for t, rs in missing.items())
-                          + " (give --tasks to compare the shared ones)")  # fmt: skip
-    label = lambda run, t: run.model.get(t, "?")  # noqa: E731
-    out = Comparison(str(run_a), str(run_b), label(a, wanted[0]) if wanted else "?", label(b, wanted[0]) if wanted else "?", iters, seed)
-    for task in wanted:
-        rec_a, rec_b = a.samples(task), b.samples(task)
-        if not rec_a and not rec_b and not a.configs.get(task, {}).get("metric_list"):
-            out.skipped[task] = "a group (its subtasks are compared one by one)"
-            continue
-        for recs, r in ((rec_a, run_a), (rec_b, run_b)):
-            if not recs:
-                raise RunMismatch(f"task {task}: no samples_{task}_*.jsonl in {r}: run lm-eval with --log_samples")
-        matched = match_documents(task, rec_a, rec_b, str(run_a), str(run_b))
-        keys = set(rec_a[0].get("metrics") or [])
-        adapter = adapter_for(keys, rec_a)
-        if adapter is None:
-            out.skipped[task] = "no headline metric with a known aggregation"
-            continue
-        for filt, pairs in matched.items():
-            found = compare_task(task, pairs, adapter, filt, unit, iters, seed, (a.results.get(task, {}), b.results.get(task, {})))
-            if adapter.work == "generic":  # aggregation unknown: keep only metrics lm-eval averaged (mean == recorded)
-                dropped = [m.metric for m in found if not m.consistent or m.recorded_a is None]
-                found = [m for m in found if m.consistent and m.recorded_a is not None]
-                if dropped:
-                    out.skipped[f"{task} ({filt})"] = "not a mean of per-document numbers: " + ", ".join(dropped)
-            for m in found:
-                m.verdict_a, m.verdict_b = (c.verdict(task, m.metric) for c in checked)
-            out.metrics += found
-    if unit and not any(unit in (m.unit, m.unit.replace(" ", "_")) for m in out.metrics):
-        raise ValueError(f"no compared task offers the resampling unit {unit!r} (tasks: {', '.join(wanted)})")
-    return out
-
-
 # ---------------------------------------------------------------- helpers for the works' adapters (plugins/<work>/paired.py)
 
 
@@ -446,12 +376,10 @@ def replace_tag(item: Any, index: int, tag: str) -> Any:
     return (*item[:index], f"{item[index]}{tag}", *item[index + 1 :])
 
 
-
-
 def _generic(keys: set[str], records: Sequence[dict[str, Any]]) -> Adapter | None:
     """Metrics whose items are numbers (lm-eval's ``mean``-aggregated metrics such as ``acc``), unit = document.
 
-    The aggregation is not known from the samples: :func:`plugins.paired.compare_runs` keeps such a metric only when
+    The aggregation is not known from the samples: :func:`bias_harness.report.compare.compare_runs` keeps such a metric only when
     the mean of its items equals what lm-eval recorded for it in both runs.
     """
     numeric = sorted(k for k in keys if all(r.get(k) is None or binary(r.get(k)) is not None or isinstance(r.get(k), float) for r in records)

@@ -1,7 +1,7 @@
 """Replaying a run from its saved responses: the ``replay`` model type, no model weights.
 
 ``--model replay --model_args manifest=RUN/manifest.json --use_cache CACHE/<db>`` answers every request from
-lm-eval's response cache (filled from the committed response packs, :mod:`bias_harness.report.responses`) and
+lm-eval's response cache (filled from the committed response packs, :mod:`bias_harness.responses`) and
 makes no model call: a request the cache does not hold raises :class:`MissingResponse`, naming the task, the
 document and (multi-turn) the dialogue step.
 

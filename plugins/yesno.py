@@ -139,11 +139,6 @@ def parse_yesno(text: str | None, mode: str = "strict", first_sentence: bool = F
     return parse_yesno_rule(text, mode, first_sentence)[0]
 
 
-def is_no(text: str) -> bool:
-    """True when the answer parses as "no" (strict, no first-sentence rule)."""
-    return parse_yesno(text) == NO
-
-
 def normalize_yesno(text: str, mode: str = "strict", first_sentence: bool = False) -> str:
     """History text for STOP's ``history: normalized``: "Yes" / "No" as the authors appended (parsed with ``mode``,
     the same parser that scores the answer), else the stripped raw answer."""

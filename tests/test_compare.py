@@ -12,7 +12,8 @@ import pytest
 
 import bias_harness
 from bias_harness.datasets_src.demet.builder import NAMES
-from bias_harness.plugins.paired import RunMismatch, bootstrap_p, compare_runs, mcnemar_paired, paired_bootstrap
+from bias_harness.plugins.paired import RunMismatch, bootstrap_p, mcnemar_paired, paired_bootstrap
+from bias_harness.report.compare import compare_runs
 from tests.helpers import scripted_lm
 
 scipy_stats = pytest.importorskip("scipy.stats")
@@ -214,7 +215,7 @@ def test_contact_prompt_sets_and_mcnemar_on_bias_pct(tmp_path: Path) -> None:
     import lm_eval
 
     from bias_harness.plugins.contact import metrics as cm
-    from bias_harness.plugins.paired import save_run
+    from bias_harness.runs import save_run
 
     all_docs = list(cm.load_docs("contact", "mini")["test"])
     docs = {cm.doc_to_text_gen(d): d for d in all_docs}
@@ -264,7 +265,7 @@ def test_stop_progressions_and_mcnemar_on_success_and_counterfactual(tmp_path: P
 
     import lm_eval
 
-    from bias_harness.plugins.paired import save_run
+    from bias_harness.runs import save_run
 
     raw = json.loads((Path(os.environ["BIAS_HARNESS_RAW_DIR"]) / "stop" / "STOP-full.json").read_text(encoding="utf-8"))[:45]
     ideal = {"low": ["Yes"] * 5, "moderate": ["Yes"] + ["No"] * 4, "high": ["No"] * 5}

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from bias_harness.plugins.contact import bbq as contact_bbq
+from bias_harness.mitigation import local_tasks
 from tests.conftest import SHARED_DATA
 
 BBQ_DATA = SHARED_DATA / "bbq" / "data"
@@ -16,9 +16,9 @@ BBQ_DATA = SHARED_DATA / "bbq" / "data"
 @pytest.fixture(scope="module")
 def bbq_task_dir(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("bbq_local")
-    path = contact_bbq.write_bbq_local_task(out, BBQ_DATA)
+    path = local_tasks.write_bbq_local_task(out, BBQ_DATA)
     text = path.read_text(encoding="utf-8")
-    assert f"include: {contact_bbq.lm_eval_bbq_dir() / 'bbq_multiple_choice.yaml'}" in text  # lm-eval's task, not a copy
+    assert f"include: {local_tasks.lm_eval_bbq_dir() / 'bbq_multiple_choice.yaml'}" in text  # lm-eval's task, not a copy
     assert text.count(".jsonl") == 6
     return str(out)
 
@@ -81,4 +81,4 @@ def test_bbq_local_loads_six_categories(bbq_task_dir) -> None:
 
 def test_missing_bbq_folder_is_a_clear_error(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="no BBQ"):
-        contact_bbq.write_bbq_local_task(tmp_path / "out", tmp_path)
+        local_tasks.write_bbq_local_task(tmp_path / "out", tmp_path)

@@ -37,7 +37,7 @@ def test_headline_table_and_breakdown_switch(tmp_path: Path) -> None:
 
     import bias_harness
     from bias_harness.plugins.contact.report import points, render
-    from bias_harness.plugins.paired import save_run
+    from bias_harness.runs import save_run
     from bias_harness.report import load_run
     from tests.helpers import scripted_lm
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bias_harness.mitigation.openai_ft import export_jsonl, run_openai, to_openai_records
-from bias_harness.mitigation.recipes import DataOptions, RecipeError, get_recipe
+from bias_harness.mitigation.recipe import DataOptions, RecipeError
+from bias_harness.mitigation.recipes import get_recipe
 
 API_KEY = "sk-loopback-secret-key"
 

@@ -44,7 +44,8 @@ def test_sft_recipe_end_to_end_with_dry_run_and_resume(tiny_causal_lm: str, tmp_
     from transformers import AutoModelForCausalLM
 
     from bias_harness.mitigation.recipes import get_recipe
-    from bias_harness.mitigation.train import parse_config, train
+    from bias_harness.mitigation.config import parse_config
+    from bias_harness.mitigation.train import train
 
     out = tmp_path / "run"
     opts = pipeline.MitigateOptions(
@@ -150,7 +151,7 @@ def mini_scd_data(tmp_path: Path) -> Path:
 def test_scd_recipe_trains_on_setting_and_evaluates_held_out(tiny_causal_lm: str, tmp_path: Path, mini_scd_data: Path) -> None:
     from transformers import AutoTokenizer
 
-    from bias_harness.mitigation.recipes import scd_heldout_docs
+    from bias_harness.mitigation.contact import scd_heldout_docs
 
     out = tmp_path / "run"
     result = pipeline.run(pipeline.MitigateOptions(
@@ -205,7 +206,10 @@ def test_scd_recipe_trains_on_setting_and_evaluates_held_out(tiny_causal_lm: str
 
 def test_scd_small_budgets_spread_over_scales_scenarios_principles_axes(mini_scd_data: Path) -> None:
     """--max-train-rows / --limit take whole prompt sets spread over the strata (seeded), not a scale-first prefix."""
-    from bias_harness.mitigation.recipes import DataOptions, build_training_data, get_recipe, scd_heldout_docs
+    from bias_harness.mitigation.contact import scd_heldout_docs
+    from bias_harness.mitigation.recipe import DataOptions
+    from bias_harness.mitigation.recipes import get_recipe
+    from bias_harness.mitigation.training_data import build_training_data
 
     source = datasets.load_dataset(str(mini_scd_data / "contact_scd"), "setting1")
     strata = ("scale", "scenario", "principle", "axis")
@@ -364,7 +368,7 @@ def test_refine_lm_adapters_follow_the_checkpoint(tmp_path: Path, caplog: pytest
 
 def test_scd_recipe_evaluates_lm_evals_bbq_on_local_copy(tiny_causal_lm: str, tmp_path: Path, mini_scd_data: Path) -> None:
     """The paper's BBQ transfer check, offline: lm-eval's own BBQ task on the local partial copy, before and after."""
-    from bias_harness.plugins.contact.bbq import write_bbq_local_task
+    from bias_harness.mitigation.local_tasks import write_bbq_local_task
 
     bbq_dir = tmp_path / "bbq_task"
     write_bbq_local_task(bbq_dir)

@@ -8,8 +8,11 @@ import datasets
 import pytest
 
 from bias_harness.cli import main
-from bias_harness.mitigation.recipes import RECIPES, DataOptions, RecipeError, build_training_data, get_recipe, save_training_data
-from bias_harness.mitigation.train import PARSERS, check_model, parse_config
+from bias_harness.mitigation.config import PARSERS, parse_config
+from bias_harness.mitigation.recipe import DataOptions, RecipeError
+from bias_harness.mitigation.recipes import RECIPES, get_recipe
+from bias_harness.mitigation.train import check_model
+from bias_harness.mitigation.training_data import build_training_data, save_training_data
 
 EXPECTED = {"multiagent_sft_full", "multiagent_sft_half", "scd", "stop_align", "refine_lm", "counterfactual_grpo"}
 

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from bias_harness.mitigation.recipes import DataOptions, RecipeError, build_training_data, get_recipe
+from bias_harness.mitigation.recipe import DataOptions, RecipeError
+from bias_harness.mitigation.recipes import get_recipe
+from bias_harness.mitigation.training_data import build_training_data
 from bias_harness.mitigation.refine_lm import (
     RefineLMForMaskedLM, bias_c, policy_step, question_jobs, reference_loss, reference_matrix, subject_probs,
 )  # fmt: skip
@@ -179,7 +181,7 @@ def test_released_preset_is_the_authors_gender_run() -> None:
     """run_bert.sh: training_bert --use_he_she 1 --epochs 1 --mini_batch_size 70 --batch_size 70 --topk 8 --lr 5e-9
     (gender data); the YAML keeps training_bert.py's argument defaults (top-k 10, lr 5e-5, mini-batch 20)."""
     from bias_harness.mitigation.pipeline import MitigateOptions, config_overrides
-    from bias_harness.mitigation.train import parse_config
+    from bias_harness.mitigation.config import parse_config
 
     recipe = get_recipe("refine_lm")
     def values(t) -> tuple:

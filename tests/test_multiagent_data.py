@@ -18,10 +18,12 @@ from bias_harness.plugins.multiagent import prompts
 
 @pytest.fixture(scope="module")
 def built():
-    from bias_harness.datasets_src.base import build_dataset
     import datasets
 
-    folder = build_dataset("multiagent")
+    from bias_harness.datasets_src.base import build_dataset
+    from bias_harness.datasets_src.registry import get_builder
+
+    folder = build_dataset(get_builder("multiagent"))
     return {cfg: datasets.load_dataset(str(folder), cfg) for cfg in ("scenarios", "test", "finetune")}, folder
 
 

@@ -31,7 +31,7 @@ def _answer(ctx: str) -> str:
 
 
 def _run(tmp_path: Path, name: str, breakdown: bool):
-    from bias_harness.plugins.paired import save_run
+    from bias_harness.runs import save_run
 
     meta = {"runs": 2, "agent_order": "permuted", **({"breakdown": True} if breakdown else {})}  # runs differ: a spread over runs
     tm = bias_harness.task_manager(include_defaults=False, metadata=meta)
@@ -103,7 +103,7 @@ def test_report_shows_the_breakdowns_without_the_switch(runs):
 
 
 def test_compare_without_the_switch(runs):
-    from bias_harness.plugins.paired import compare_runs
+    from bias_harness.report.compare import compare_runs
 
     tmp, _plain, full = runs
     cmp = compare_runs(tmp / "plain", tmp / "breakdown", iters=50)

@@ -102,7 +102,7 @@ def runs(tmp_path_factory):
     import lm_eval
 
     import bias_harness
-    from bias_harness.plugins.paired import save_run
+    from bias_harness.runs import save_run
     from tests.helpers import scripted_lm
 
     tmp = tmp_path_factory.mktemp("multiagent_validity")
@@ -169,7 +169,7 @@ def test_stereotyped_model_is_interpretable_with_a_direction(runs, tmp_path):
 def test_compare_and_model_card_say_a_change_in_bias_only_where_both_verdicts_pass(runs, tmp_path):
     from bias_harness.mitigation import model_card
     from bias_harness.mitigation.recipes import get_recipe
-    from bias_harness.plugins.paired import compare_runs
+    from bias_harness.report.compare import compare_runs
 
     tmp, res = runs
     cmp = compare_runs(tmp / "one_woman", tmp / "stereotyped", iters=50)

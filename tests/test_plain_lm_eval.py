@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import textwrap
 import zipfile
 from pathlib import Path
 
@@ -136,6 +137,38 @@ def test_hook_is_lazy_and_idempotent(tmp_path):
     )
     proc = _run([sys.executable, "-c", code], tmp_path)
     assert proc.stdout.strip() == "['/t'] ['/t', '/u'] ['/u', '/t']"
+
+
+def test_hook_steps_aside_for_tasks_by_lm_eval_version(monkeypatch):
+    """Whether lm-eval reads the ``lm_eval.tasks`` entry points itself is a version check, not a look at its source."""
+    from importlib.metadata import version
+
+    import bias_harness._lm_eval_hook as hook
+
+    assert hook.release("0.4.13") == (0, 4, 13) and hook.release("0.5.0rc1") == (0, 5, 0)
+    assert hook.TASK_ENTRY_POINTS_SINCE is None and not hook.lm_eval_loads_plugins("lm_eval.tasks")
+    installed = hook.release(version("lm_eval"))
+    monkeypatch.setattr(hook, "TASK_ENTRY_POINTS_SINCE", ".".join(map(str, installed)))
+    assert hook.lm_eval_loads_plugins("lm_eval.tasks")
+    monkeypatch.setattr(hook, "TASK_ENTRY_POINTS_SINCE", ".".join(map(str, (*installed[:-1], installed[-1] + 1))))
+    assert not hook.lm_eval_loads_plugins("lm_eval.tasks")
+
+
+def test_lm_eval_warnings_name_the_caller_not_the_hook(tmp_path):
+    """lm-eval's deprecation of ``TaskManager(verbosity=...)`` (stacklevel 2) points at the caller's line, through
+    the hook's wrapper; a second call warns again."""
+    code = textwrap.dedent("""\
+        import warnings
+        from lm_eval.tasks import TaskManager
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter('always')
+            TaskManager(verbosity='INFO', include_defaults=False)
+            TaskManager(verbosity='INFO', include_defaults=False)
+        assert getattr(TaskManager.__init__, '_bias_harness_lm_eval_hook', False)
+        print([(x.category.__name__, x.filename, x.lineno) for x in w if 'verbosity' in str(x.message)])
+    """)
+    proc = _run([sys.executable, "-c", code], tmp_path)
+    assert proc.stdout.strip() == "[('DeprecationWarning', '<string>', 5), ('DeprecationWarning', '<string>', 6)]"
 
 
 def test_wheel_in_scratch_venv(tiny_causal_lm, tmp_path):

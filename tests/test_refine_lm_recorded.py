@@ -32,9 +32,11 @@ from typing import Any
 import pytest
 import torch
 
-from bias_harness.mitigation.recipes import DataOptions, build_training_data, get_recipe
+from bias_harness.mitigation.config import parse_config
+from bias_harness.mitigation.recipe import DataOptions
+from bias_harness.mitigation.recipes import get_recipe
 from bias_harness.mitigation.refine_lm import RefineLMForMaskedLM, policy_step, reference_matrix, subject_probs
-from bias_harness.mitigation.train import parse_config
+from bias_harness.mitigation.training_data import build_training_data
 
 RECORDING = Path(__file__).parent / "data" / "refine_lm_reference.json"
 REFERENCE = {"repository": "rameez-mrq/refine-lm-submission", "commit": "e3c0bae"}

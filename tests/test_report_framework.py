@@ -53,7 +53,8 @@ def test_run_files_relative_to_the_run_folder_with_backend(tmp_path: Path) -> No
 def test_comparison_figure_from_a_sections_points(tmp_path: Path) -> None:
     import types
 
-    from bias_harness.report import Point, Run, _comparison, comparison_plot
+    from bias_harness.report.plots import comparison_plot, section_figure
+    from bias_harness.runs import Point, Run
 
     values = {"hf (pretrained=A)": {"bias": Point(0.2, 0.1, 0.3), "rate": Point(0.5)}, "hf (pretrained=B)": {"bias": Point(-0.1, -0.3, 0.05)}}
     assert comparison_plot(values, tmp_path / "x.png", "toy", refs={"bias": 0.0}) == "x.png"
@@ -62,10 +63,10 @@ def test_comparison_figure_from_a_sections_points(tmp_path: Path) -> None:
     section.TITLE = "Toy"
     section.points = lambda run: {"bias": Point(run.results["t"]["b,none"])} if "t" in run.results else {}
     runs = {"m1": Run(results={"t": {"b,none": 0.4}}), "m2": Run()}
-    assert _comparison(section, runs, ["m1", "m2"], tmp_path) == "![toy: models side by side, 95% CIs](toy_comparison.png)\n"
+    assert section_figure(section, runs, ["m1", "m2"], tmp_path) == "![toy: models side by side, 95% CIs](toy_comparison.png)\n"
     assert (tmp_path / "toy_comparison.png").is_file()
-    assert _comparison(section, runs, ["m2"], tmp_path) == ""  # no model with points: no figure
-    assert _comparison(types.ModuleType("bias_harness.report.none"), runs, ["m1"], tmp_path) == ""
+    assert section_figure(section, runs, ["m2"], tmp_path) == ""  # no model with points: no figure
+    assert section_figure(types.ModuleType("bias_harness.report.none"), runs, ["m1"], tmp_path) == ""
 
 
 def test_summary_fields_are_filled_from_the_runs(tmp_path: Path, caplog) -> None:
@@ -90,7 +91,7 @@ def test_summary_fields_are_filled_from_the_runs(tmp_path: Path, caplog) -> None
 
 
 def test_summary_field_rounding_to_zero_has_no_minus_sign() -> None:
-    from bias_harness.report import _format_field
+    from bias_harness.report.summary import format_field
 
-    assert [_format_field(v, "+.1f") for v in (-0.04, 0.04, -0.06)] == ["+0.0", "+0.0", "-0.1"]
-    assert [_format_field(v, ".2f") for v in (-0.001, -0.01)] == ["0.00", "-0.01"]
+    assert [format_field(v, "+.1f") for v in (-0.04, 0.04, -0.06)] == ["+0.0", "+0.0", "-0.1"]
+    assert [format_field(v, ".2f") for v in (-0.001, -0.01)] == ["0.00", "-0.01"]

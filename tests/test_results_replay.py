@@ -24,7 +24,8 @@ import pytest
 
 from bias_harness.errors import BadInput, MissingInput
 from bias_harness.report import manifest as manifests
-from bias_harness.report import replay, responses
+from bias_harness import responses
+from bias_harness.report import replay
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = REPO / "docs" / "results"

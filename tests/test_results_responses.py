@@ -21,7 +21,7 @@ import pytest
 
 import bias_harness
 from bias_harness.errors import BadInput
-from bias_harness.report import responses
+from bias_harness import responses
 from tests.helpers import scripted_lm
 
 TASKS = ["stereoset_en_intra", "multiagent_test_interaction", "demet"]
@@ -91,9 +91,10 @@ def test_cli_and_bad_packs(tmp_path: Path) -> None:
     (tmp_path / "cache").mkdir()
     with SqliteDict(str(tmp_path / "cache" / "x_rank0.db"), autocommit=True) as d:
         d["k1"], d["k2"] = (-1.5, True), "Yes."
-    cmd = [sys.executable, "-m", "bias_harness.report.responses"]
+    cmd = [sys.executable, "-m", "bias_harness.responses"]
     out = subprocess.run([*cmd, "save", "cache", "packs"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     assert out.strip().startswith("packs/x_rank0/") and out.strip().endswith(".jsonl.xz")
+    cmd = [sys.executable, "-m", "bias_harness.report.responses"]  # the path recorded runs' scripts call
     out = subprocess.run([*cmd, "restore", "packs", "fresh"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "x_rank0.db: 2 responses restored"
     with SqliteDict(str(tmp_path / "fresh" / "x_rank0.db")) as d:

@@ -23,7 +23,7 @@ def _run(folder: Path, **metadata) -> dict:
     import lm_eval
 
     import bias_harness
-    from bias_harness.plugins.paired import save_run
+    from bias_harness.runs import save_run
 
     tm = bias_harness.task_manager(include_defaults=False, metadata=metadata or None)
     res = lm_eval.simple_evaluate(model=scripted_lm(_answer), tasks=["stop"], task_manager=tm, samples={"stop": IDS}, log_samples=True)

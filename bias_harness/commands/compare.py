@@ -31,8 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from bias_harness.plugins.paired import RunMismatch, compare_runs
-    from bias_harness.report.compare import render_markdown
+    from bias_harness.plugins.paired import RunMismatch
+    from bias_harness.report.compare import compare_runs, render_markdown
     from bias_harness.report.verdicts import parse_thresholds
 
     if len(args.runs) < 2:

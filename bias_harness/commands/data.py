@@ -42,11 +42,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _build(args: argparse.Namespace) -> int:
     from bias_harness.datasets_src.base import build_dataset
-    from bias_harness.datasets_src.registry import builders
+    from bias_harness.datasets_src.registry import builders, get_builder
 
     names = list(builders()) if args.name == "all" else [args.name]
     for name in names:
-        folder = build_dataset(name, args.out, allow_modified_raw=args.allow_modified_raw)
+        folder = build_dataset(get_builder(name), args.out, allow_modified_raw=args.allow_modified_raw)
         print(f"{name}: {folder}")
     return 0
 

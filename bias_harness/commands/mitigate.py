@@ -42,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eval-tasks", default=None, help="comma-separated lm-eval tasks (default: the recipe's)")
     p.add_argument("--include-path", action="append", default=[], metavar="DIR",
                    help="extra lm-eval task folder for --eval-tasks (repeatable), e.g. the local BBQ task of "
-                        "`python -m bias_harness.plugins.contact.bbq --out DIR`")
+                        "`python -m bias_harness.mitigation.local_tasks --out DIR`")
     p.add_argument("--limit", type=_limit, default=None, help="evaluate on the first N docs per task (or a fraction)")
     p.add_argument("--setting", type=int, default=None, help="scd: the paper's fine-tuning setting 1..8")
     p.add_argument("--provider", choices=["local", "openai"], default="local",
@@ -95,7 +95,9 @@ def _list() -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from bias_harness.mitigation.recipes import DataOptions, RecipeError, build_training_data, get_recipe, save_training_data
+    from bias_harness.mitigation.recipe import DataOptions, RecipeError
+    from bias_harness.mitigation.recipes import get_recipe
+    from bias_harness.mitigation.training_data import build_training_data, save_training_data
 
     if args.list:
         return _list()

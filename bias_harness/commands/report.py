@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from bias_harness.errors import check_writable
-    from bias_harness.report import write_report
+    from bias_harness.report.page import write_report
     from bias_harness.report.verdicts import parse_thresholds
 
     out = args.out or args.run_dirs[0] / "report"

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bias_harness.report import Run, load_run
+from bias_harness.runs import Run, load_run
 
 
 def parsed_answer(sample: dict[str, Any], task: Any = None) -> str:

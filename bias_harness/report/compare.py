@@ -1,14 +1,70 @@
-"""Markdown section and forest plot of a paired comparison (``plugins/paired.py``); used by ``bias-harness compare``
-and the model card of ``bias-harness mitigate``. Not a report section of its own (no ``matches``)."""
+"""Paired comparison of two run folders: :func:`compare_runs` (the statistics and each work's adapter are
+``plugins/paired.py``), its Markdown section and forest plot; used by ``bias-harness compare`` and the model card of
+``bias-harness mitigate``. Not a report section of its own (no ``matches``)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
-from bias_harness.plugins.paired import ALPHA, Comparison, MetricComparison
+from bias_harness.plugins import stats
+from bias_harness.plugins.paired import (
+    ALPHA,
+    Comparison,
+    MetricComparison,
+    RunMismatch,
+    adapter_for,
+    compare_task,
+    match_documents,
+)
 from bias_harness.plugins.validity import Verdict
-from bias_harness.report import fmt, short_label
+from bias_harness.report.verdicts import Verdicts
+from bias_harness.runs import fmt, load_run, short_label
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path, tasks: Sequence[str] | None = None, unit: str | None = None,
+                 iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED,
+                 thresholds: dict[str, float] | None = None) -> Comparison:  # fmt: skip
+    """Compare every task the two lm-eval output folders share (or ``tasks``); see the module docstring. Each metric
+    carries both runs' interpretability verdicts (``thresholds``: overrides, :mod:`bias_harness.plugins.validity`)."""
+    a, b = load_run(run_a), load_run(run_b)
+    checked = Verdicts(a, thresholds), Verdicts(b, thresholds)
+    wanted = list(tasks) if tasks else sorted(set(a.results) | set(b.results))
+    missing = {t: [str(r) for r, run in ((run_a, a), (run_b, b)) if t not in run.results] for t in wanted}
+    missing = {t: rs for t, rs in missing.items() if rs}
+    if missing:
+        raise RunMismatch("the runs do not cover the same tasks: " + "; ".join(f"{t} missing in {', '.join(rs)}" for t, rs in missing.items())
+                          + " (give --tasks to compare the shared ones)")  # fmt: skip
+    label = lambda run, t: run.model.get(t, "?")  # noqa: E731
+    out = Comparison(str(run_a), str(run_b), label(a, wanted[0]) if wanted else "?", label(b, wanted[0]) if wanted else "?", iters, seed)
+    for task in wanted:
+        rec_a, rec_b = a.samples(task), b.samples(task)
+        if not rec_a and not rec_b and not a.configs.get(task, {}).get("metric_list"):
+            out.skipped[task] = "a group (its subtasks are compared one by one)"
+            continue
+        for recs, r in ((rec_a, run_a), (rec_b, run_b)):
+            if not recs:
+                raise RunMismatch(f"task {task}: no samples_{task}_*.jsonl in {r}: run lm-eval with --log_samples")
+        matched = match_documents(task, rec_a, rec_b, str(run_a), str(run_b))
+        keys = set(rec_a[0].get("metrics") or [])
+        adapter = adapter_for(keys, rec_a)
+        if adapter is None:
+            out.skipped[task] = "no headline metric with a known aggregation"
+            continue
+        for filt, pairs in matched.items():
+            found = compare_task(task, pairs, adapter, filt, unit, iters, seed, (a.results.get(task, {}), b.results.get(task, {})))
+            if adapter.work == "generic":  # aggregation unknown: keep only metrics lm-eval averaged (mean == recorded)
+                dropped = [m.metric for m in found if not m.consistent or m.recorded_a is None]
+                found = [m for m in found if m.consistent and m.recorded_a is not None]
+                if dropped:
+                    out.skipped[f"{task} ({filt})"] = "not a mean of per-document numbers: " + ", ".join(dropped)
+            for m in found:
+                m.verdict_a, m.verdict_b = (c.verdict(task, m.metric) for c in checked)
+            out.metrics += found
+    if unit and not any(unit in (m.unit, m.unit.replace(" ", "_")) for m in out.metrics):
+        raise ValueError(f"no compared task offers the resampling unit {unit!r} (tasks: {', '.join(wanted)})")
+    return out
 
 
 def p_text(value: float | None) -> str:

@@ -190,7 +190,7 @@ def prompts_block(tokenizer_dir: str | Path | None, data: dict[str, Any]) -> dic
 
 
 def backend_of(data: dict[str, Any]) -> str:
-    from bias_harness.report import backend_label
+    from bias_harness.runs import backend_label
 
     return backend_label(data)
 

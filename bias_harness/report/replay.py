@@ -37,8 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from bias_harness.errors import BadInput, MissingInput
-from bias_harness.report import REPLAY_KEY
+from bias_harness import responses
 from bias_harness.report import manifest as manifests
+from bias_harness.report.sections import section_name, sections
+from bias_harness.runs import REPLAY_KEY
 
 log = logging.getLogger(__name__)
 
@@ -182,8 +184,6 @@ def differences(expected: dict[str, Any], got: dict[str, Any], where: str = "") 
 
 def work_of(task: str) -> str | None:
     """The work whose report section shows ``task`` (None: no section does)."""
-    from bias_harness.report import section_name, sections
-
     return next((section_name(s) for s in sections() if s.matches(task)), None)
 
 
@@ -237,7 +237,7 @@ def page(root: Path = ROOT, out: Path | None = None, summary: Path | None = None
     packs. ``tail``: Markdown appended to README.md; ``tokenizers``: model key -> tokenizer folder, to record token
     counts a table lacks; ``keep``: also keep the replayed runs there (lm-eval output folders)."""
     from bias_harness.plugins import tokenizers as tok
-    from bias_harness.report import responses, write_report
+    from bias_harness.report.page import write_report
 
     out = Path(out or root)
     runs_dir = root / "runs"
@@ -264,8 +264,6 @@ def page(root: Path = ROOT, out: Path | None = None, summary: Path | None = None
 def check(root: Path = ROOT, only: set[str] | None = None) -> list[str]:
     """Replay the checks of ``root/numbers.json`` (``only``: those of these tasks); returns the differences from the
     committed values (none: [])."""
-    from bias_harness.report import responses
-
     numbers = json.loads((root / NUMBERS).read_text(encoding="utf-8"))
     todo = [c for c in numbers.get("checks", []) if only is None or c["task"] in only]
     if not todo:

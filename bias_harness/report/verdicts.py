@@ -15,12 +15,11 @@ A work takes part by writing ``plugins/<work>/validity.py``; nothing here names 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bias_harness.plugins import validity
-
-if TYPE_CHECKING:
-    from bias_harness.report import Run
+from bias_harness.report.sections import section_value
+from bias_harness.runs import Run, fmt
 
 
 class TaskResults(Mapping[str, Any]):
@@ -36,9 +35,7 @@ class TaskResults(Mapping[str, Any]):
         if name in self.base:
             return self.base[name]
         if name not in self.computed:
-            from bias_harness.report import _section_value
-
-            self.computed[name] = _section_value(self.run, self.task, name)
+            self.computed[name] = section_value(self.run, self.task, name)
         if self.computed[name] is None:
             raise KeyError(name)
         return self.computed[name]
@@ -113,7 +110,6 @@ class Verdicts:
 def markdown(verdicts: Verdicts, tasks: list[str]) -> str:
     """The "Interpretability" table of ``tasks`` (one row per headline metric with a verdict), or "" when none."""
     from bias_harness.datasets_src.base import PROJECT_URL
-    from bias_harness.report import fmt
 
     rows = [(t, m, value, v) for t in tasks for m, value, v in verdicts.headline(t)]
     if not rows:

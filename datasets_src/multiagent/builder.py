@@ -17,7 +17,6 @@ and one project-authored annotation file (``annotations.csv``, next to this modu
 
 from __future__ import annotations
 
-import csv
 import re
 from pathlib import Path
 from typing import Any, ClassVar
@@ -438,11 +437,5 @@ class MultiAgentBuilder(DatasetBuilder):
                 {split: datasets.Dataset.from_list(rows, features=FINETUNE_FEATURES) for split, rows in ft.items()}
             ),
         }
-
-
-def annotation_rows(path: Path = ANNOTATIONS) -> list[dict[str, str]]:
-    """The annotation file as plain rows (for reports and checks)."""
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bias_harness.report import Point, Run, fmt, metric_point
+from bias_harness.runs import Point, Run, fmt, metric_point
 
 TITLE = "Contact Hypothesis: social bias under no, positive and negative contact"
 ORDER = 20

@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from bias_harness.report import Point, Run, fmt, metric_point, read_run_file
+from bias_harness.runs import Point, Run, fmt, metric_point, read_run_file
 
 TITLE = "DeMET: gender bias in relationship conflicts"
 ORDER = 10

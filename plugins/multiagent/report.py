@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from bias_harness.report import Point, Run, fmt, metric_point
+from bias_harness.runs import Point, Run, fmt, metric_point
 
 TITLE = "Multi-agent implicit bias (task assignment)"
 ORDER = 30

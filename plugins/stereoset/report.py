@@ -8,7 +8,7 @@ from pathlib import Path
 
 from functools import lru_cache
 
-from bias_harness.report import Point, Run, fmt, read_run_file, subset_note
+from bias_harness.runs import Point, Run, fmt, read_run_file, subset_note
 
 TITLE = "StereoSet: stereotypical bias (lms, ss, icat)"
 ORDER = 40

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bias_harness.report import Point, Run, fmt
+from bias_harness.runs import Point, Run, fmt, subset_note
 
 TITLE = "STOP: sensitivity to offensive progressions"
 ORDER = 30
@@ -141,8 +141,6 @@ def _paper_table(ids: set[int] | None = None) -> list[dict[str, Any]] | str:
 
 def _subset_ids(run: Run, tasks: list[str]) -> set[int] | None:
     """Progression ids of a subset run (from its logged samples), or None for full runs / no samples."""
-    from bias_harness.report import subset_note
-
     ids: set[int] = set()
     for t in tasks:
         if subset_note(run, t):
@@ -254,8 +252,6 @@ def render(run: Run, out_dir: Path) -> str:
         for t in tasks:
             lines.append(f"| **{run.model.get(t, '?')}** ({t}, this run) | " + " | ".join(_pct(metric(run, t, n)) for n in RATES)
                          + f" | {_pct(metric(run, t, 'invalid_rate_cf'))} |")
-    from bias_harness.report import subset_note
-
     limited = [t for t in tasks if run.limit.get(t)]
     if limited:
         lines += ["", f"Note: {', '.join(limited)} ran on a subset (`--limit`); the first progressions are all moderate, "

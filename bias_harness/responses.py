@@ -1,0 +1,134 @@
+"""Model responses that outlive the machine: lm-eval's ``--use_cache`` databases <-> committed response packs.
+
+A run made with ``--use_cache PREFIX`` leaves every model response in ``PREFIX_rank0.db`` (lm-eval's SQLite cache;
+the multi-turn engine adds every dialogue step, sampled ones included). ``save`` copies the responses that no pack
+holds yet into a new pack, ``DIR/<db name>/<UTC stamp>.jsonl.xz`` (one ``[key, response]`` per line, sorted), and
+``restore`` loads every pack back into the databases. So a results run started on a fresh machine after
+``restore`` replays everything already computed, on any machine, and computes only what is missing.
+
+Packs only grow: ``save`` never rewrites one (git stores each once). They hold the cache keys (SHA-256 hashes of the
+requests) and the model's answers (generated text, log-likelihoods), never the prompts: no dataset text.
+
+    python -m bias_harness.responses save runs/cache docs/results/responses
+    python -m bias_harness.responses restore docs/results/responses runs/cache
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import lzma
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from bias_harness.errors import BadInput, MissingInput
+
+log = logging.getLogger(__name__)
+
+PACK_SUFFIX = ".jsonl.xz"
+
+
+def _encode(value: Any, where: str) -> Any:
+    """A cached response as JSON: text, a float (rolling log-likelihood) or (log-likelihood, is_greedy); Python's
+    json writes an infinite log-likelihood as ``-Infinity`` and reads it back exactly."""
+    if isinstance(value, (str, float)):
+        return value
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], float) and isinstance(value[1], bool):
+        return list(value)
+    raise BadInput(f"{where}: response of type {type(value).__name__} cannot be saved to a pack: {value!r:.80}")
+
+
+def _decode(value: Any) -> Any:
+    return (float(value[0]), bool(value[1])) if isinstance(value, list) else value
+
+
+def databases(cache_dir: Path) -> list[Path]:
+    """lm-eval's cache databases in a folder (``<prefix>_rank<N>.db``)."""
+    return sorted(cache_dir.glob("*_rank*.db"))
+
+
+def read_packs(pack_dir: Path) -> Iterator[tuple[str, Any]]:
+    """(key, response) for every line of every pack in one database's folder, oldest first."""
+    for pack in sorted(pack_dir.glob(f"*{PACK_SUFFIX}")):
+        with lzma.open(pack, "rt", encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                try:
+                    key, value = json.loads(line)
+                except ValueError as e:
+                    raise BadInput(f"{pack}, line {n}: not a [key, response] JSON pair ({e})") from None
+                yield key, _decode(value)
+
+
+def save(cache_dir: str | Path, packs: str | Path) -> list[Path]:
+    """Write the responses of every database in ``cache_dir`` that no pack holds yet; returns the new packs."""
+    from sqlitedict import SqliteDict
+
+    cache_dir, packs = Path(cache_dir), Path(packs)
+    written = []
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S")
+    for db in databases(cache_dir):
+        pack_dir = packs / db.stem
+        known = {key for key, _ in read_packs(pack_dir)}
+        with SqliteDict(str(db), flag="r") as d:
+            new = sorted((k, _encode(v, f"{db}, key {k}")) for k, v in d.items() if k not in known)
+        if not new:
+            continue
+        pack_dir.mkdir(parents=True, exist_ok=True)
+        path, i = pack_dir / f"{stamp}{PACK_SUFFIX}", 1
+        while path.exists():  # two saves in one second
+            path, i = pack_dir / f"{stamp}-{i}{PACK_SUFFIX}", i + 1
+        with lzma.open(path, "wt", encoding="utf-8", preset=9) as f:
+            f.writelines(json.dumps(item, ensure_ascii=False) + "\n" for item in new)
+        log.info("%s: %d new responses -> %s", db.name, len(new), path)
+        written.append(path)
+    return written
+
+
+def restore(packs: str | Path, cache_dir: str | Path, only: set[str] | None = None) -> dict[str, int]:
+    """Load every pack under ``packs`` (``only``: of these databases, e.g. ``{"smollm2-hf_rank0"}``) into the
+    databases of ``cache_dir`` (created as needed); responses a database already holds stay as they are. Returns the
+    number of responses added per database."""
+    from sqlitedict import SqliteDict
+
+    packs, cache_dir = Path(packs), Path(cache_dir)
+    if not packs.is_dir():
+        raise MissingInput(f"no response packs in {packs}")
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    added = {}
+    for pack_dir in sorted(p for p in packs.iterdir() if p.is_dir() and (only is None or p.name in only)):
+        n = 0
+        with SqliteDict(str(cache_dir / f"{pack_dir.name}.db"), autocommit=False) as d:
+            for key, value in read_packs(pack_dir):
+                if key not in d:
+                    d[key] = value
+                    n += 1
+            d.commit()
+        log.info("%s.db: %d responses restored", pack_dir.name, n)
+        added[pack_dir.name] = n
+    return added
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bias_harness.responses", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("save", help="new responses of CACHE_DIR's databases -> a new pack per database under PACKS")
+    s.add_argument("cache_dir")
+    s.add_argument("packs")
+    r = sub.add_parser("restore", help="every pack under PACKS -> the databases in CACHE_DIR")
+    r.add_argument("packs")
+    r.add_argument("cache_dir")
+    args = p.parse_args(argv)
+    if args.cmd == "save":
+        for path in save(args.cache_dir, args.packs):
+            print(path)
+    else:
+        for name, n in restore(args.packs, args.cache_dir).items():
+            print(f"{name}.db: {n} responses restored")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

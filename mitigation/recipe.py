@@ -1,0 +1,101 @@
+"""What a recipe is: :class:`Recipe` (which TRL config, which training data, which evaluation tasks), the options
+that change its training data (:class:`DataOptions`) and named sets of its config values (:class:`Preset`).
+
+A recipe's *training* settings live in ``mitigation/<name>.yaml`` (TRL's own config format, so
+``trl sft --config mitigation/<name>.yaml`` runs it too). What TRL cannot express is declared here: how the
+training data is built from our datasets, which lm-eval tasks measure the effect, whether the recipe needs a chat
+template, and the limitations that go into the model card. Each work declares its recipes in
+``mitigation/<work>.py`` (:mod:`bias_harness.mitigation.recipes` finds them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+
+from bias_harness.mitigation import recipes_dir
+
+
+class RecipeError(ValueError):
+    """Bad recipe input (unknown recipe, unusable model, empty or malformed training data), raised before training."""
+
+
+@dataclass(frozen=True)
+class DataOptions:
+    """Choices that change the training data (recorded in the model card)."""
+
+    setting: int | None = None  # scd: the paper's fine-tuning setting 1..8
+    seed: int = 0
+    data_dir: str | None = None  # built datasets (default: BIAS_HARNESS_DATA_DIR)
+    max_train_rows: int | None = None  # small budgets: N training rows (spread over the data's strata where it has them)
+    categories: tuple[str, ...] | None = None  # refine_lm: UnQover categories to train on (None: the recipe's default)
+    pairs_per_item: int | None = None  # refine_lm: subject pairs per (template, attribute); None: all (the reference)
+
+
+def data_options(cfg: Any) -> dict[str, Any]:
+    """DataOptions fields a recipe's config sets (refine_lm: ``categories``, ``pairs_per_item`` script arguments)."""
+    out: dict[str, Any] = {}
+    cats = getattr(cfg.script, "categories", None)
+    if cats:
+        out["categories"] = tuple(c.strip() for item in ([cats] if isinstance(cats, str) else cats) for c in str(item).split(",") if c.strip())
+    pairs = getattr(cfg.script, "pairs_per_item", None)
+    if pairs is not None and int(pairs) > 0:
+        out["pairs_per_item"] = int(pairs)
+    return out
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named set of a recipe's config values (``bias-harness mitigate RECIPE --preset NAME``; ``--set`` wins)."""
+
+    summary: str
+    values: tuple[tuple[str, Any], ...]  # (TRL config key, value), passed like --set overrides
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    trainer: str  # "sft" | "grpo" | "refine_lm": the TRL script (or our module) whose parser reads the YAML
+    summary: str
+    source: str  # the paper the recipe follows
+    build: Callable[[DataOptions], datasets.DatasetDict]
+    eval_tasks: Callable[[DataOptions], list[str]]
+    datasets: tuple[str, ...]  # bias-harness datasets the training data comes from (card links)
+    chat: bool = True  # trains on chat messages: the model needs a chat template
+    model_kind: str = "causal"  # "causal" (lm-eval `hf`) or "mlm" (lm-eval `hf-mlm`)
+    limitations: str = ""
+    settings: tuple[int, ...] = ()  # allowed --setting values (empty: the recipe has none)
+    openai_epochs: int | None = None  # n_epochs for the OpenAI fine-tuning job (seed 000: gpt-35-turbo)
+    eval_metadata: Callable[[DataOptions], dict[str, Any]] | None = None  # task metadata for the evaluation
+    include_tasks: bool = False  # evaluation also needs mitigation/tasks (our held-out task definitions)
+    eval_model_args: Callable[[Any, str], dict[str, Any]] | None = None  # (parsed config, base model) -> extra model_args
+    local_tasks: Callable[[Path], list[str]] | None = None  # writes task YAMLs into a folder, returns include paths
+    presets: tuple[tuple[str, Preset], ...] = ()  # (name, preset): named alternatives to the YAML's values
+    check_config: Callable[[Any], None] | None = None  # parsed config -> raise RecipeError before any evaluation
+
+    @property
+    def config_path(self) -> Path:
+        return recipes_dir() / f"{self.name}.yaml"
+
+    def preset(self, name: str) -> dict[str, Any]:
+        """The config values of preset ``name`` (RecipeError for an unknown one)."""
+        presets = dict(self.presets)
+        if name not in presets:
+            known = ", ".join(presets) or "none"
+            raise RecipeError(f"recipe '{self.name}' has no preset '{name}' (presets: {known})")
+        return dict(presets[name].values)
+
+    def load_config(self) -> dict[str, Any]:
+        import yaml
+
+        with open(self.config_path, encoding="utf-8") as f:
+            return yaml.safe_load(f)
+
+
+def fixed(*tasks: str) -> Callable[[DataOptions], list[str]]:
+    """``eval_tasks`` of a recipe whose evaluation tasks do not depend on its options."""
+    return lambda opts: list(tasks)
