@@ -105,14 +105,18 @@ def prepare_model(name: str = "smollm2", force: bool = False) -> Path:
     lm = AutoModelForCausalLM.from_pretrained(
         gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16, quantization_config=GgufConfig(dequantize=True)
     )
-    tmp = Path(tempfile.mkdtemp(dir=out.parent if out.parent.exists() else None))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent))
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
         tok.save_pretrained(tmp)
         lm.save_pretrained(tmp)
-        if out.exists():
+        if force and out.exists():
             shutil.rmtree(out)
-        shutil.move(str(tmp), out)
+        try:
+            tmp.rename(out)  # atomic: a process converting at the same time either wins or reads the finished folder
+        except OSError:
+            if not (out / "config.json").is_file():
+                raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out

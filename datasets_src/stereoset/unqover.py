@@ -22,12 +22,14 @@ categories. The indefinite article before a subject agrees with it ("an Asian ma
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from pathlib import Path
 from typing import Any, ClassVar
 
 import datasets
+import pyarrow as pa
 
 from bias_harness.datasets_src.base import CardInfo, DatasetBuilder
 from bias_harness.datasets_src.raw import RawDataError, RawFile, non_empty
@@ -133,6 +135,7 @@ def article(word: str, capital: bool = False) -> str:
     return art.capitalize() if capital else art
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a template's subject fill repeats for each of its attributes
 def _with_article(text: str, slot: str, subject: str) -> str:
     """Fill ``[slotN]``/``[slotN:dem]`` with ``subject``, making a preceding "a"/"A" agree with it."""
     text = re.sub(rf"\b([Aa]) \[{slot}(?::dem)?\]", lambda m: f"{article(subject, m.group(1) == 'A')} {subject}", text)
@@ -219,4 +222,7 @@ class UnQoverBuilder(DatasetBuilder):
                 pairs = {kind: [(a, b) for i, a in enumerate(xs) for b in xs[i + 1:]] for kind, xs in subjects.items()}
                 rows += make_rows(cat, split, read_slots(files[f"slots_{cat}_{split}"]), read_activities(files[f"acts_{cat}_{split}"]), pairs)
             splits[split] = rows
-        return {"refine_lm": datasets.DatasetDict({s: datasets.Dataset.from_list(r, features=FEATURES) for s, r in splits.items()})}
+        # ~2M rows of plain strings and integers: an Arrow table straight from the rows (from_list encodes each value)
+        tables = {s: pa.Table.from_pylist(r, schema=FEATURES.arrow_schema) for s, r in splits.items()}
+        return {"refine_lm": datasets.DatasetDict({s: datasets.Dataset(t, info=datasets.DatasetInfo(features=FEATURES))
+                                                   for s, t in tables.items()})}  # fmt: skip
