@@ -205,12 +205,6 @@ class StereoSetTask(BreakdownTask):
         return keep_active(self, values)
 
 
-def share_scored(values: list[float | None]) -> float:
-    """``inter_nsp_rate``: the share of intersentence contexts scored by a next-sentence head (0 when there are none)."""
-    inter = [v for v in values if v is not None]
-    return sum(inter) / len(inter) if inter else 0.0
-
-
 def excluded(item: tuple) -> tuple:
     """An item the pooled StereoSet scores skip (marked not valid); ``invalid_rate`` is computed before this."""
     return (*item[:3], math.nan, math.nan, False, *item[6:])
