@@ -17,9 +17,11 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import warnings
 from typing import Any
 
 MARK = "_bias_harness_lm_eval_hook"
+VERBOSITY_DEPRECATED = "The `verbosity` argument is deprecated. Use logging configuration instead."  # lm-eval's words
 _done = False
 
 
@@ -87,6 +89,10 @@ def patch_task_manager() -> None:
         bound.apply_defaults()
         if bound.arguments.get("include_defaults", True):
             bound.arguments["include_path"] = with_ours(bound.arguments.get("include_path"), ours)
+        if bound.arguments.get("verbosity"):
+            # lm-eval's deprecation warning (its only use of `verbosity`) would name this wrapper: name the caller
+            warnings.warn(VERBOSITY_DEPRECATED, DeprecationWarning, stacklevel=2)
+            bound.arguments["verbosity"] = None
         original(*bound.args, **bound.kwargs)
 
     setattr(__init__, MARK, True)
