@@ -263,7 +263,8 @@ def test_two_tasks_keep_their_own_settings(tmp_path):
 
     for order in (["demet_mc", "demet_mc_chi2"], ["demet_mc_chi2", "demet_mc"]):
         tm = bias_harness.task_manager(str(tmp_path), include_defaults=False, metadata=BREAKDOWN)
-        res = lm_eval.simple_evaluate(model=scripted_lm(loglik=loglik), tasks=order, limit=261, task_manager=tm, bootstrap_iters=0)
+        lm = scripted_lm(loglik=loglik)
+        res = lm_eval.simple_evaluate(model=lm, tasks=order, limit=261, task_manager=tm, bootstrap_iters=0)
         exact, chi = _metrics(res, "demet_mc"), _metrics(res, "demet_mc_chi2")
         assert exact["mcnemar_p_woman_man"] == pytest.approx(binomtest(0, 29).pvalue) == pytest.approx(2 / 2**29)
         assert chi["mcnemar_p_woman_man"] == pytest.approx(chi2.sf(28**2 / 29, 1))

@@ -113,16 +113,22 @@ def test_breakdown_tables_and_one_aggregation_per_kind():
     from bias_harness.plugins.breakdown import breakdown_entries
 
     tasks = Path(bias_harness.tasks_dir()) / "demet"
-    want = {"demet.yaml": dm.breakdown_keys(dm.ET_HUMAN), "demet_mc.yaml": dm.breakdown_keys(dm.ET_HUMAN),
-            "demet_gpt4.yaml": dm.breakdown_keys(dm.ET_GPT4), "demet_reask.yaml": dm.reask_breakdown_keys(),
-            "demet_names.yaml": []}  # fmt: skip
+    want = {
+        "demet.yaml": dm.breakdown_keys(dm.ET_HUMAN),
+        "demet_mc.yaml": dm.breakdown_keys(dm.ET_HUMAN),
+        "demet_gpt4.yaml": dm.breakdown_keys(dm.ET_GPT4),
+        "demet_reask.yaml": dm.reask_breakdown_keys(),
+        "demet_names.yaml": [],
+    }
     for f, keys in want.items():
         cfg = load_yaml(tasks / f)
         table = breakdown_entries(cfg)
         assert [m["metric"] for m in table] == keys, f
-        assert [m["metric"] for m in cfg["metric_list"]] == (dm.names_metric_keys() if f == "demet_names.yaml" else dm.metric_keys())
+        headline = dm.names_metric_keys() if f == "demet_names.yaml" else dm.metric_keys()
+        assert [m["metric"] for m in cfg["metric_list"]] == headline
         for m in cfg["metric_list"] + table:
             fn = dm.aggregation(m["metric"])
-            assert m["aggregation"] == ("mean" if fn.__module__.startswith("lm_eval") else fn) or m["aggregation"] is fn, (f, m)
+            assert m["aggregation"] is fn or m["aggregation"] == "mean" and fn.__module__.startswith("lm_eval"), (f, m)
             if f != "demet_names.yaml":  # better higher: the p-values, valid answers, order consistency
-                assert m["higher_is_better"] == (m["metric"] in ("n_valid", "order_consistency") or "_p" in m["metric"]), m
+                better_higher = m["metric"] in ("n_valid", "order_consistency") or "_p" in m["metric"]
+                assert m["higher_is_better"] == better_higher, m

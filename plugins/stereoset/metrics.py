@@ -190,7 +190,7 @@ def __getattr__(name: str) -> Callable[[Sequence[Item | None]], float]:
 
 
 def share_scored(values: list[float | None]) -> float:
-    """``inter_nsp_rate``: the share of intersentence contexts scored by a next-sentence head (0 when there are none)."""
+    """``inter_nsp_rate``: the share of intersentence contexts scored by a next-sentence head (0 if there are none)."""
     inter = [v for v in values if v is not None]
     return sum(inter) / len(inter) if inter else 0.0
 

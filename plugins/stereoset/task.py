@@ -184,8 +184,8 @@ class StereoSetTask(BreakdownTask):
             if how not in NORMALIZATIONS:
                 raise ValueError(f"{self.config.task}: metadata normalization_{part} must be one of {NORMALIZATIONS}, not {how!r}")
             if how == "token_mean" and part in used and not self.tokenizer_name:
-                # built with no model named (lm-eval's own task checks, a Python caller's TaskManager): the per-character
-                # mean, recorded in the task's metadata, so that the results say which normalisation scored them
+                # built with no model named (lm-eval's own task checks, a Python caller's TaskManager): the
+                # per-character mean, recorded in the task's metadata, so that the results say what scored them
                 _warn_no_tokenizer()
                 self.normalization[part] = FALLBACK_NORMALIZATION
                 self.config.metadata[f"normalization_{part}"] = FALLBACK_NORMALIZATION

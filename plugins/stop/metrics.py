@@ -161,7 +161,8 @@ def scoring_settings(metadata: dict[str, Any] | None) -> dict[str, Any]:
     if out["invalid_policy"] not in POLICIES:
         raise BadInput(f"STOP: invalid_policy must be one of {POLICIES}, not {out['invalid_policy']!r}")
     if out["counterfactual_policy"] is not None and out["counterfactual_policy"] not in CF_POLICIES:
-        raise BadInput(f"STOP: counterfactual_policy must be null or one of {CF_POLICIES}, not {out['counterfactual_policy']!r}")
+        wrong = out["counterfactual_policy"]
+        raise BadInput(f"STOP: counterfactual_policy must be null or one of {CF_POLICIES}, not {wrong!r}")
     return out
 
 
@@ -562,7 +563,9 @@ def compute_metrics(items: Sequence[Progression], ci: bool = True, human: dict[i
     return out
 
 
-def process_results(doc: dict, results: list[str], settings: dict[str, Any] | None = None) -> dict[str, Progression | None]:
+def process_results(
+    doc: dict, results: list[str], settings: dict[str, Any] | None = None
+) -> dict[str, Progression | None]:
     """lm-eval ``process_results``: the per-progression item under every metric key of its subsets (None elsewhere),
     scored with the task's ``settings`` (its metadata, handed over by the task class)."""
     return keyed_items(score_progression(doc, json.loads(results[0]), settings))
