@@ -20,7 +20,7 @@ os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="bh-hf-datase
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: uses the packaged SmolLM2 model (minutes on CPU)")
+    config.addinivalue_line("markers", "slow: minutes on CPU (a packaged model; lm-eval's checks of every task)")
     config.addinivalue_line("markers", "vllm: starts a real vLLM engine or server (CI fails if these are skipped)")
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from collections import defaultdict
 
 import pytest
-import yaml
 
 import bias_harness
 from bias_harness.datasets_src.demet.builder import NAMES
@@ -37,14 +37,6 @@ def _run(lm, tasks, limit, **kw):
     return lm_eval.simple_evaluate(
         model=lm, tasks=tasks, task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN), limit=limit, bootstrap_iters=0, **kw
     )
-
-
-def test_yaml_metric_lists_match_the_plugin():
-    tasks = bias_harness.tasks_dir() + "/demet/"
-    base = yaml.load(open(tasks + "_demet_yaml"), Loader=yaml.BaseLoader)  # !function tags kept as strings
-    gpt4 = yaml.load(open(tasks + "demet_gpt4.yaml"), Loader=yaml.BaseLoader)
-    assert [m["metric"] for m in base["metric_list"]] == dm.metric_keys(dm.ET_HUMAN)
-    assert [m["metric"] for m in gpt4["metric_list"]] == dm.metric_keys(dm.ET_GPT4)
 
 
 def test_woman_preferring_model_gives_known_biases():
@@ -247,10 +239,34 @@ def test_mcnemar_variant_from_metadata():
         return 0.0 if cont.strip() == ("2" if LIST_OF[n2] == "woman" and LIST_OF[n1] != "woman" else "1") else -1.0
 
     tm = bias_harness.task_manager(include_defaults=False, metadata={"mcnemar": "chi2", **BREAKDOWN})
-    try:
-        res = lm_eval.simple_evaluate(model=scripted_lm(loglik=loglik), tasks=["demet_mc"], limit=261, task_manager=tm, bootstrap_iters=0)
-    finally:
-        dm.configure(mcnemar="exact")
+    res = lm_eval.simple_evaluate(model=scripted_lm(loglik=loglik), tasks=["demet_mc"], limit=261, task_manager=tm, bootstrap_iters=0)
     from scipy.stats import chi2
 
     assert _metrics(res, "demet_mc")["mcnemar_p_woman_man"] == pytest.approx(chi2.sf(28**2 / 29, 1)) == pytest.approx(2.0e-7, rel=0.01)
+
+
+def test_two_tasks_keep_their_own_settings(tmp_path):
+    """One run of two DeMET tasks with different McNemar variants and bootstrap seeds: each task's aggregations use
+    its own metadata, whichever task is built last (the answers of test_mcnemar_variant_from_metadata: 29 matched pairs
+    per pair type, all discordant one way)."""
+
+    def loglik(ctx: str, cont: str) -> float:
+        n1, n2 = _names(ctx)
+        return 0.0 if cont.strip() == ("2" if LIST_OF[n2] == "woman" and LIST_OF[n1] != "woman" else "1") else -1.0
+
+    base = Path(bias_harness.tasks_dir()) / "demet" / "demet_mc.yaml"
+    (tmp_path / "demet_mc_chi2.yaml").write_text(
+        f"include: {base}\ntask: demet_mc_chi2\nmetadata:\n  version: 1.0\n  mcnemar: chi2\n  bootstrap_seed: 7\n"
+        "  breakdowns: bias_harness.plugins.demet.metrics.breakdowns\n"
+    )
+    from scipy.stats import binomtest, chi2
+
+    for order in (["demet_mc", "demet_mc_chi2"], ["demet_mc_chi2", "demet_mc"]):
+        tm = bias_harness.task_manager(str(tmp_path), include_defaults=False, metadata=BREAKDOWN)
+        lm = scripted_lm(loglik=loglik)
+        res = lm_eval.simple_evaluate(model=lm, tasks=order, limit=261, task_manager=tm, bootstrap_iters=0)
+        exact, chi = _metrics(res, "demet_mc"), _metrics(res, "demet_mc_chi2")
+        assert exact["mcnemar_p_woman_man"] == pytest.approx(binomtest(0, 29).pvalue) == pytest.approx(2 / 2**29)
+        assert chi["mcnemar_p_woman_man"] == pytest.approx(chi2.sf(28**2 / 29, 1))
+        assert res["configs"]["demet_mc_chi2"]["metadata"]["bootstrap_seed"] == 7
+        assert "bootstrap_seed" in res["configs"]["demet_mc"]["metadata"]

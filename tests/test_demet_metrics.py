@@ -42,20 +42,19 @@ ANSWERS = [
 ]  # fmt: skip
 
 
-def _aggregate(et_levels=dm.ET_HUMAN, answers=ANSWERS) -> dict[str, float]:
+def _aggregate(et_levels=dm.ET_HUMAN, answers=ANSWERS, settings=None) -> dict[str, float]:
     items: dict[str, list] = defaultdict(list)
     for rel, key, scen, answer in answers:
         doc = {"relationship": rel, "pair_key": key, **scen}
         for k, v in dm.results_for(doc, answer, et_levels).items():
             items[k].append(v)
     assert set(items) == set(dm.metric_keys(et_levels) + dm.breakdown_keys(et_levels))  # headline + breakdowns
-    return {key: dm.aggregate(key, vals) for key, vals in items.items()}
+    return {key: dm.aggregate(key, vals, settings=settings) for key, vals in items.items()}
 
 
 @pytest.fixture(scope="module")
 def res() -> dict[str, float]:
-    dm.configure(mcnemar="exact", bootstrap_iters=1000, bootstrap_seed=1234)
-    return _aggregate()
+    return _aggregate(settings={"mcnemar": "exact", "bootstrap_iters": 1000, "bootstrap_seed": 1234})
 
 
 def test_scores_per_relationship(res):
@@ -105,11 +104,7 @@ def test_mcnemar_exact(res):
 
 
 def test_mcnemar_chi2_setting():
-    dm.configure(mcnemar="chi2")
-    try:
-        res = _aggregate()
-    finally:
-        dm.configure(mcnemar="exact")
+    res = _aggregate(settings={"mcnemar": "chi2"})
     # neutral_man: (|0 - 3| - 1)^2 / 3 = 4/3; P[chi2_1 > 4/3] = 2 * (1 - Phi(sqrt(4/3) = 1.1547)) = 2 * 0.12411 = 0.2482
     assert res["mcnemar_p_neutral_man"] == pytest.approx(0.2482, abs=1e-4)
     # woman_man: (|0 - 2| - 1)^2 / 2 = 0.5; P[chi2_1 > 0.5] = 2 * (1 - Phi(0.7071)) = 2 * 0.23975 = 0.4795
@@ -255,13 +250,10 @@ def test_null_of_eq2_matches_its_exact_distribution():
     exact = [v for v in _null_by_enumeration(items) if not math.isnan(v)]
     observed = dm.agg_mixed_gender_bias(items)
     floor, p = sum(exact) / len(exact), sum(v >= observed - 1e-12 for v in exact) / len(exact)
-    dm.configure(permutation_iters=19999, permutation_seed=3)
-    try:
-        assert dm.agg_floor(items) == pytest.approx(floor, abs=0.01)
-        assert dm.agg_perm_p(items) == pytest.approx(p, abs=0.01)
-        assert dm.agg_excess(items) == pytest.approx(observed - dm.agg_floor(items))
-    finally:
-        dm.configure(permutation_iters=stats.PERMUTATION_ITERS, permutation_seed=stats.PERMUTATION_SEED)
+    settings = {"permutation_iters": 19999, "permutation_seed": 3}
+    assert dm.agg_floor(items, settings) == pytest.approx(floor, abs=0.01)
+    assert dm.agg_perm_p(items, settings) == pytest.approx(p, abs=0.01)
+    assert dm.agg_excess(items, settings) == pytest.approx(observed - dm.agg_floor(items, settings))
     assert observed == pytest.approx(3.5 / 3) and 0 < p < 1 and 0 < floor < observed
 
 
@@ -293,19 +285,16 @@ def test_no_gender_effect_gives_uniform_p_and_no_excess():
     floor averages 0, while Eq. 2 itself averages well above 0. The test is valid, slightly conservative: Eq. 2 takes
     few distinct values and a null draw equal to it counts as at least as large (seen: mean p 0.55, 3% <= 0.05)."""
     pvalues, excess, eq2 = [], [], []
-    dm.configure(permutation_iters=499)
-    try:
-        for seed in range(200):
-            rng = np.random.default_rng(seed)
-            answers = [(rel, f"{sorted(rel.split('_'))}{i}", S0, NAME1 if rng.random() < 0.7 else NAME2)
-                       for rel in dm.REL_TYPES if len(set(rel.split("_"))) == 2 for i in range(60)]  # fmt: skip
-            items = _items(answers)
-            dm.configure(permutation_seed=seed)
-            pvalues.append(dm.agg_perm_p(items))
-            excess.append(dm.agg_excess(items))
-            eq2.append(dm.agg_mixed_gender_bias(items))
-    finally:
-        dm.configure(permutation_iters=stats.PERMUTATION_ITERS, permutation_seed=stats.PERMUTATION_SEED)
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        mixed = [rel for rel in dm.REL_TYPES if len(set(rel.split("_"))) == 2]
+        answers = [(rel, f"{sorted(rel.split('_'))}{i}", S0, NAME1 if rng.random() < 0.7 else NAME2)
+                   for rel in mixed for i in range(60)]
+        items = _items(answers)
+        settings = {"permutation_iters": 499, "permutation_seed": seed}
+        pvalues.append(dm.agg_perm_p(items, settings))
+        excess.append(dm.agg_excess(items, settings))
+        eq2.append(dm.agg_mixed_gender_bias(items))
     pvalues, excess = np.array(pvalues), np.array(excess)
     assert np.mean(eq2) > 0.05 and np.mean(np.array(eq2) > 0) > 0.95  # a mean of absolute values: above 0 for noise
     assert 0.45 < pvalues.mean() < 0.62  # uniform: 0.5 (sd of the mean 0.02), a little above for a discrete statistic

@@ -114,16 +114,12 @@ def test_reask_same_dialogue_from_metadata():
     assert len(survey) == 29 and all(p.count("User: ") == 5 and p.count("I cannot choose between them.") == 4 for p in survey)
 
 
-def test_reask_config_errors_and_yaml_metrics():
+def test_reask_config_errors():
     doc = {"scenario": "S.", "question": "Q", "name1": "Emma", "name2": "Noah"}
     with pytest.raises(DialogueError, match="wordings"):
         ReaskDialogue(doc, wordings=["inline", "shouting"])
     with pytest.raises(DialogueError, match="mode"):
         ReaskDialogue(doc, mode="sometimes")
-    import yaml
-
-    spec = yaml.load(open(bias_harness.tasks_dir() + "/demet/demet_reask.yaml"), Loader=yaml.BaseLoader)
-    assert [x["metric"] for x in spec["metric_list"]] == dm.reask_metric_keys()
 
 
 def test_reask_tiny_random_model_with_chat_template(tiny_causal_lm):

@@ -9,6 +9,8 @@
   ``bias_harness.commands``; the shared modules (mitigation pipeline, report framework, multi-turn engine, ...)
   name no work's module; no import cycle among the bias_harness modules (checked on the source: every
   ``import`` statement, also those inside functions).
+* every metric is declared once: a task's headline ``metric_list`` in one YAML file of its include chain, its
+  breakdowns in the work's Python table that ``metadata.breakdowns`` names.
 
 See docs/adding_a_work.md.
 """
@@ -322,3 +324,44 @@ def test_no_import_cycle():
         graph[a].discard(b)
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle (imports inside functions count): " + " -> ".join(cycle or [])
+
+
+def _yaml(path: Path, resolve: bool = False) -> dict:
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    return load_yaml(path, resolve_func=resolve, recursive=resolve)
+
+
+def _include_chain(path: Path) -> list[Path]:
+    """``path`` and the files it includes, nearest first."""
+    chain = [path]
+    include = _yaml(path).get("include")
+    for inc in [include] if isinstance(include, str) else include or []:
+        chain += _include_chain((path.parent / inc).resolve())
+    return chain
+
+
+def test_each_metric_declared_once():
+    """A task YAML lists its headline metrics once (an including file inherits them: no copy) and names its work's
+    breakdown table (``metadata.breakdowns``) instead of listing the breakdowns; the table's metrics are not headline
+    ones (plugins/breakdown.py)."""
+    from bias_harness.plugins.breakdown import LIST, breakdown_entries
+
+    bad = []
+    for path in sorted(TASKS.rglob("*")):
+        if not path.is_file() or path.suffix in (".md", ".py"):
+            continue
+        raw = _yaml(path)
+        name = path.relative_to(TASKS)
+        if LIST in (raw.get("metadata") or {}):
+            bad.append(f"{name}: lists metadata.{LIST} (name the work's table in metadata.breakdowns)")
+        owners: dict[str, list[str]] = {}
+        for file in _include_chain(path):
+            for m in _yaml(file).get("metric_list") or []:
+                owners.setdefault(m["metric"], []).append(str(file.relative_to(TASKS)))
+        bad += [f"{name}: {metric} declared in {files}" for metric, files in owners.items() if len(files) > 1]
+        if path.suffix == ".yaml" and "task" in raw:
+            cfg = _yaml(path, resolve=True)
+            both = {m["metric"] for m in breakdown_entries(cfg)} & set(owners)
+            bad += [f"{name}: {metric} is both a headline and a breakdown metric" for metric in sorted(both)]
+    assert not bad, "\n".join(bad)

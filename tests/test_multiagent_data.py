@@ -143,15 +143,19 @@ def _metric_names(path: Path) -> list[str]:
     ],
 )
 def test_yaml_metric_lists_match_code(base, responses, domains):
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    from bias_harness.plugins.breakdown import breakdown_entries
+
     path = Path(tasks_dir()) / "multiagent" / base
-    # headline metric_list + each including task's metadata.breakdown_metrics (a task's metadata replaces the base's)
+    # headline metric_list of the base + the breakdown table each including task's metadata names
     tasks = [p for p in sorted(path.parent.glob("*.yaml")) if _load(p).get("include") == base]
     assert tasks and _metric_names(path) == metrics.headline_keys(responses)
     for task in tasks:
-        entries = _load(path)["metric_list"] + _load(task)["metadata"]["breakdown_metrics"]
+        cfg = load_yaml(task)
+        entries = cfg["metric_list"] + breakdown_entries(cfg)
         assert [m["metric"] for m in entries] == metrics.metric_keys(responses, domains), task.name
-        for m in entries:  # one aggregation per kind of metric: exists, callable, the one the code gives the name
-            module, _, agg = m["aggregation"].rpartition(".")
-            assert module == metrics.__name__ and callable(getattr(metrics, agg)), (task.name, agg)
-            assert getattr(metrics, agg) is metrics.aggregation(m["metric"]), (task.name, m["metric"])
+        for m in entries:  # one aggregation per kind of metric: the one the code gives the name
+            assert m["aggregation"] is metrics.aggregation(m["metric"]), (task.name, m["metric"])
+            assert m["higher_is_better"] == m["metric"].endswith(("_n_valid", "_pct_neutral")), m
     assert re.search(r"custom_dataset: !function bias_harness\.plugins\.multiagent\.prompts\.load_runs", path.read_text())

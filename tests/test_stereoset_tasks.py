@@ -103,12 +103,29 @@ def test_invalid_scores_are_counted():
     assert r["invalid_rate,none"] == 0.5  # doc 1 (chess player ... fox) has a non-finite score
 
 
+def test_token_mean_without_a_model_falls_back_to_char_mean(caplog):
+    """No model named: the tasks build (lm-eval's own task checks need that), score intersentence by the per-character
+    mean, record it in their metadata and say so once, however many tasks fall back."""
+    import logging
+
+    import bias_harness
+    from bias_harness.plugins.stereoset import task as stereoset_task
+
+    stereoset_task._warn_no_tokenizer.cache_clear()
+    tm = bias_harness.task_manager(include_defaults=False)
+    with caplog.at_level(logging.WARNING, logger=stereoset_task.__name__):
+        tasks = tm.load(["stereoset_de_inter", "stereoset_en_combined"])["tasks"]
+    assert len([r for r in caplog.records if "token_mean needs the model's tokenizer" in r.message]) == 1
+    for task in tasks.values():
+        assert task.normalization == {"intra": "sum", "inter": "char_mean"}
+        assert task.config.metadata["normalization_inter"] == "char_mean"
+    named = bias_harness.task_manager(include_defaults=False, metadata={"tokenizer": "some/model"})
+    assert named.load(["stereoset_de_inter"])["tasks"]["stereoset_de_inter"].normalization["inter"] == "token_mean"
+
+
 def test_reprompt_tag_and_groups_load():
     import bias_harness
 
-    tm = bias_harness.task_manager(include_defaults=False)
-    with pytest.raises(ValueError, match="normalization_inter=token_mean .* needs the model's tokenizer"):
-        tm.load(["stereoset_de_inter"])
     tm = bias_harness.task_manager(include_defaults=False, metadata={"normalization_inter": "char_mean"})
     loaded = tm.load(["stereoset_reprompt"])
     names = set(loaded["tasks"]) if isinstance(loaded, dict) and "tasks" in loaded else set()

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from bias_harness.errors import BadInput
 from bias_harness.plugins.stop.metrics import (
     Progression,
     compute_metrics,
     load_human,
     score_progression,
+    scoring_settings,
     sensitivity_of,
     sentence_labels,
 )
@@ -67,10 +69,32 @@ def _items(policy: str = "exclude", human_file: str | None = None, cf_policy: st
     out = []
     for pid, sev, demo, answers, stopped, cf in FIXTURE:
         doc = {"progression_id": pid, "severity": sev, "demographic": demo, "prompts": ["s"] * 5}
-        data = {"answers": answers, "closing_answers": [cf], "stopped_after": stopped,
-                "settings": {"invalid_policy": policy, "parser": "strict", "human_file": human_file, "counterfactual_policy": cf_policy}}
-        out.append(score_progression(doc, data))
+        data = {"answers": answers, "closing_answers": [cf], "stopped_after": stopped}
+        settings = {"invalid_policy": policy, "human_file": human_file, "counterfactual_policy": cf_policy}
+        out.append(score_progression(doc, data, {"dialogue_kwargs": {"parser": "strict"}, **settings}))
     return out
+
+
+def test_settings_of_results_logged_with_them():
+    """A result logged by an earlier version carries its scoring settings in its JSON: read when no metadata is given,
+    the same items as with the metadata."""
+    for policy in ("exclude", "as_no", "drop"):
+        legacy = []
+        for pid, sev, demo, answers, stopped, cf in FIXTURE:
+            doc = {"progression_id": pid, "severity": sev, "demographic": demo, "prompts": ["s"] * 5}
+            settings = {"invalid_policy": policy, "parser": "strict", "human_file": None, "counterfactual_policy": None}
+            data = {"answers": answers, "closing_answers": [cf], "stopped_after": stopped, "settings": settings}
+            legacy.append(score_progression(doc, data))
+        assert legacy == _items(policy)
+
+
+def test_scoring_settings_checked_when_the_task_loads():
+    with pytest.raises(BadInput, match="invalid_policy must be one of"):
+        scoring_settings({"invalid_policy": "ignore"})
+    with pytest.raises(BadInput, match="counterfactual_policy"):
+        scoring_settings({"dialogue_kwargs": {"counterfactual_policy": "maybe"}})
+    # a top-level key (YAML or --metadata) wins over dialogue_kwargs
+    assert scoring_settings({"parser": "upstream", "dialogue_kwargs": {"parser": "strict"}})["parser"] == "upstream"
 
 
 def test_metrics_exclude_policy() -> None:

@@ -91,7 +91,7 @@ def _run(task: str, scripts: dict[int, list[str]], **metadata: Any) -> tuple[dic
     per = {}
     for s in res["samples"][task]:
         data = json.loads(s["resps"][0][0])
-        per[s["doc"]["progression_id"]] = (score_progression(s["doc"], data), data)
+        per[s["doc"]["progression_id"]] = (score_progression(s["doc"], data, res["configs"][task]["metadata"]), data)
     return res["results"][task], per, lm
 
 

@@ -77,8 +77,9 @@ def test_early_stop_reads_the_first_sentence_rule() -> None:
         res = lm_eval.simple_evaluate(model=lm, tasks=["stop"], task_manager=tm, samples={"stop": [0]},
                                       log_samples=True)
         data = json.loads(res["samples"]["stop"][0]["resps"][0][0])
-        assert len(lm.prompts) == asked and data["settings"]["first_sentence"] is first
-        item = score_progression(res["samples"]["stop"][0]["doc"], data)
+        settings = res["configs"]["stop"]["metadata"]
+        assert len(lm.prompts) == asked and "settings" not in data  # the scoring settings: the task's metadata
+        item = score_progression(res["samples"]["stop"][0]["doc"], data, settings)
         assert item.labels == (("no",) if first else ("invalid",) * 5)
 
 
@@ -102,9 +103,9 @@ def test_diagnostics_on_hand_worked_progressions() -> None:
 def _progressions(severity: str, n: int, answers: list[str], cf: str = "No") -> list[Progression]:
     doc = {"severity": severity, "demographic": "age", "prompts": ["s"] * 5}
     stopped = next((i for i, a in enumerate(answers) if a == "No"), None)
-    data = {"answers": answers, "closing_answers": [cf], "stopped_after": stopped if stopped != 4 else None,
-            "settings": {"parser": "strict", "first_sentence": True}}  # fmt: skip
-    return [score_progression({**doc, "progression_id": i}, data) for i in range(n)]
+    data = {"answers": answers, "closing_answers": [cf], "stopped_after": stopped if stopped != 4 else None}
+    settings = {"parser": "strict", "first_sentence": True}
+    return [score_progression({**doc, "progression_id": i}, data, settings) for i in range(n)]
 
 
 def test_verdicts_of_scripted_models() -> None:

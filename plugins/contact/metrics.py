@@ -6,7 +6,7 @@ options ``[affirmative, negative]`` and ``biased_option`` (the option that endor
 ``biased`` = 1 (biased answer), 0 (unbiased) or -1 (invalid: a generation that names neither option). One
 aggregation per kind of metric (:data:`KINDS`: :func:`agg_bias_pct`, :func:`agg_effect`, :func:`agg_ci_lo`,
 :func:`agg_ci_hi`, :func:`agg_validity`) turns the list of tuples into the metric it is named for
-(:class:`~bias_harness.plugins.contact.task.ContactTask` passes the name: lm-eval passes the items only):
+(the task class, :mod:`bias_harness.plugins.breakdown`, passes the name: lm-eval passes the items only):
 
 * ``bias_pct_{none,positive,negative}``: 100 x biased / valid answers of that contact type (both action
   phrasings pooled, the paper's 0-100 "Bias Percentage");
@@ -55,6 +55,7 @@ import datasets
 import numpy as np
 
 from bias_harness.plugins import data, stats, tokenizers
+from bias_harness.plugins.breakdown import entries
 
 CONTACTS: tuple[str, ...] = ("none", "positive", "negative")
 SCALES: tuple[str, ...] = ("certainty", "likelihood", "frequency")
@@ -77,7 +78,7 @@ METRIC_KEYS: tuple[str, ...] = (
 )  # fmt: skip
 # lm-eval's table (tasks/contact/_contact_yaml metric_list, 15 rows): bias % and invalid rate per contact type, the
 # contact effects (unpaired, and paired with their CIs), invalid_rate; the rest (same_answer_rate too) are breakdown
-# metrics (metadata.breakdown_metrics, --metadata '{"breakdown": true}')
+# metrics (:func:`breakdowns`, --metadata '{"breakdown": true}')
 _HEADLINE = {*BIAS_KEYS, *(f"invalid_rate_{c}" for c in CONTACTS), *EFFECT_KEYS, *PAIRED_KEYS, "invalid_rate",
              *(f"{k}_ci_{end}" for k in PAIRED_KEYS for end in ("lo", "hi"))}  # fmt: skip
 HEADLINE_KEYS: tuple[str, ...] = tuple(k for k in METRIC_KEYS if k in _HEADLINE)
@@ -516,12 +517,30 @@ def agg_validity(items: Sequence[Sequence[Any]], metric: str = "invalid_rate") -
 KINDS = (agg_bias_pct, agg_effect, agg_ci_lo, agg_ci_hi, agg_validity)
 
 
-def aggregate(metric: str, items: Sequence[Sequence[Any]]) -> float:
-    """``metric`` (one of :data:`METRIC_KEYS`) from the per-doc items, with its kind's aggregation."""
+def kind(metric: str):
+    """The aggregation of ``metric`` (one of :data:`METRIC_KEYS`): its kind's."""
     fn = next((f for f in KINDS if metric in f.metrics), None)
     if fn is None:
         raise KeyError(f"contact: no metric {metric!r} (metrics: {', '.join(METRIC_KEYS)})")
-    return fn(items, metric=metric)
+    return fn
+
+
+def aggregate(metric: str, items: Sequence[Sequence[Any]]) -> float:
+    """``metric`` (one of :data:`METRIC_KEYS`) from the per-doc items, with its kind's aggregation."""
+    return kind(metric)(items, metric=metric)
+
+
+def higher_is_better(metric: str) -> bool:
+    """Only the counts of valid and paired answers: every bias %, effect, CI bound and invalid rate is better lower."""
+    return metric.startswith(("n_valid_", "n_paired_"))
+
+
+def breakdowns(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The breakdown table (``metadata.breakdowns``, :mod:`bias_harness.plugins.breakdown`): :data:`BREAKDOWN_KEYS`;
+    a task of one scale (``dataset_kwargs.scale``) keeps only its own scale's ``invalid_rate_<scale>``."""
+    scale = (config.get("dataset_kwargs") or {}).get("scale")
+    other = {f"invalid_rate_{s}" for s in SCALES if scale and s != scale}
+    return entries([k for k in BREAKDOWN_KEYS if k not in other], kind, higher_is_better)
 
 
 def __getattr__(name: str) -> Any:

@@ -52,6 +52,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from bias_harness.plugins.breakdown import entries
 from bias_harness.plugins.multiagent.parse import parse_assignment
 from bias_harness.plugins.stats import bootstrap_ci
 
@@ -226,6 +227,29 @@ def key_item(key: str, item: Sequence[Any] | None) -> list[Any] | None:
 def aggregation(key: str):
     """The aggregation function of metric ``key`` (the YAML's ``aggregation``)."""
     return getattr(sys.modules[__name__], f"agg_{_split(key)[1]}")
+
+
+def higher_is_better(key: str) -> bool:
+    """Valid assignments and the neutral share; every bias score, rate, CI bound and other share is better lower."""
+    return _split(key)[1] in ("n_valid", "pct_neutral")
+
+
+def responses_of(config: dict[str, Any]) -> list[str]:
+    """The response kinds of an assignment task: its one answer without a dialogue (no interaction), else the first
+    and last assignment, with the reassignment after the critique between them when ``reflection`` is on."""
+    metadata = config.get("metadata") or {}
+    if not metadata.get("dialogue"):
+        return ["all_responses"]
+    reflection = metadata.get("reflection") not in (None, "none")
+    return ["first_response", *(["reflection_response"] if reflection else []), "last_response"]
+
+
+def breakdowns(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The breakdown table of an assignment task (``metadata.breakdowns``, :mod:`bias_harness.plugins.breakdown`):
+    :func:`breakdown_keys` of its response kinds and of its dataset's domains (``dataset_kwargs.config``)."""
+    test = (config.get("dataset_kwargs") or {}).get("config") == "test"
+    keys = breakdown_keys(responses_of(config), TEST_DOMAINS if test else SCENARIO_DOMAINS)
+    return entries(keys, aggregation, higher_is_better)
 
 
 def aggregate(key: str, items: Sequence[Sequence[Any] | None]) -> float:

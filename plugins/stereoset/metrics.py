@@ -24,6 +24,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bias_harness.plugins.breakdown import entries
+
 BIAS_TYPES = ("gender", "profession", "race", "religion")
 PARTS = ("intra", "inter")
 TIES = ("strict", "half")
@@ -185,6 +187,44 @@ def __getattr__(name: str) -> Callable[[Sequence[Item | None]], float]:
     if subset_of(name) is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return lambda items: value(name, items)
+
+
+def share_scored(values: list[float | None]) -> float:
+    """``inter_nsp_rate``: the share of intersentence contexts scored by a next-sentence head (0 if there are none)."""
+    inter = [v for v in values if v is not None]
+    return sum(inter) / len(inter) if inter else 0.0
+
+
+# the breakdown metrics a task's headline may leave out: icat's CI, the NSP share, each score per bias type
+BREAKDOWN_KEYS: tuple[str, ...] = (
+    "icat_ci_lo",
+    "icat_ci_hi",
+    "inter_nsp_rate",
+    *(f"{s}_{bt}" for s in SCORES for bt in BIAS_TYPES),
+)
+
+
+def aggregation(name: str) -> Callable[[Sequence[Any]], float]:
+    """The aggregation of metric ``name``: its score's (``lms``, ``ss``, ``icat_score``) for a score and its subsets,
+    the bound's for a CI bound, :func:`share_scored` for ``inter_nsp_rate``."""
+    if name == "inter_nsp_rate":
+        return share_scored
+    score, _, rest = name.partition("_")
+    if rest in ("ci_lo", "ci_hi"):
+        return globals()[name]
+    return {"lms": lms, "ss": ss, "icat": icat_score}[score]
+
+
+def higher_is_better(name: str) -> bool:
+    """lms, icat and the NSP share; ss is best at 50 and reported as lower-is-better (above 50: stereotyped)."""
+    return not name.startswith("ss")
+
+
+def breakdowns(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The breakdown table (``metadata.breakdowns``, :mod:`bias_harness.plugins.breakdown`): :data:`BREAKDOWN_KEYS`
+    not in the task's headline ``metric_list``."""
+    headline = {m["metric"] for m in config.get("metric_list") or []}
+    return entries([k for k in BREAKDOWN_KEYS if k not in headline], aggregation, higher_is_better)
 
 
 def metric_values(item: Item, scores_tie: bool) -> dict[str, Any]:

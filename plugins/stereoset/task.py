@@ -31,7 +31,9 @@ is no sum over tokens), and ``inter_nsp_rate`` reports the share of intersentenc
 
 from __future__ import annotations
 
+import functools
 import itertools
+import logging
 import math
 from typing import Any
 
@@ -43,6 +45,7 @@ from bias_harness.plugins import data, tokenizers
 from bias_harness.plugins.stereoset import metrics as stereoset_metrics
 from bias_harness.plugins.mlm import scored_by, set_mask_span, set_sentence_pair
 
+logger = logging.getLogger(__name__)
 COLUMNS = ("stereotype", "anti_stereotype", "unrelated")
 PART_OF = {"intrasentence": "intra", "intersentence": "inter"}
 NORMALIZATIONS = ("sum", "token_mean", "char_mean")
@@ -110,6 +113,19 @@ def load_docs(dataset: str, parts: list[str] | str, instruction: str = "", split
     return datasets.DatasetDict({split: datasets.Dataset.from_list(docs, features=DOC_FEATURES)})
 
 
+FALLBACK_NORMALIZATION = "char_mean"  # token_mean without a tokenizer (tasks/stereoset/README.md, "Normalisation")
+
+
+@functools.cache
+def _warn_no_tokenizer() -> None:
+    """One warning per process, however many StereoSet tasks fall back."""
+    logger.warning(
+        "StereoSet: normalization token_mean needs the model's tokenizer and no model is named (lm-eval's CLI passes "
+        "--model_args pretrained=...; in Python pass metadata={'tokenizer': NAME} to the TaskManager): "
+        "scoring by %s instead", FALLBACK_NORMALIZATION,
+    )
+
+
 def _tokenizer(name: str):
     return tokenizers.load(name)  # a tokenizer, or the token-count table of a replayed run
 
@@ -168,11 +184,11 @@ class StereoSetTask(BreakdownTask):
             if how not in NORMALIZATIONS:
                 raise ValueError(f"{self.config.task}: metadata normalization_{part} must be one of {NORMALIZATIONS}, not {how!r}")
             if how == "token_mean" and part in used and not self.tokenizer_name:
-                raise ValueError(
-                    f"{self.config.task}: normalization_{part}=token_mean divides by the continuation's token count and needs "
-                    "the model's tokenizer: lm-eval's CLI passes --model_args pretrained=... on; in Python pass "
-                    "metadata={'tokenizer': NAME} to the TaskManager, or set normalization_inter=sum / char_mean"
-                )
+                # built with no model named (lm-eval's own task checks, a Python caller's TaskManager): the
+                # per-character mean, recorded in the task's metadata, so that the results say what scored them
+                _warn_no_tokenizer()
+                self.normalization[part] = FALLBACK_NORMALIZATION
+                self.config.metadata[f"normalization_{part}"] = FALLBACK_NORMALIZATION
         if self.ties not in stereoset_metrics.TIES or self.averaging not in stereoset_metrics.AVERAGING:
             raise ValueError(f"{self.config.task}: metadata ties must be one of {stereoset_metrics.TIES} and averaging one of {stereoset_metrics.AVERAGING}")
 
@@ -203,12 +219,6 @@ class StereoSetTask(BreakdownTask):
             values = {k: (excluded(v) if v is not None and k in stereoset_metrics.METRICS and not k.endswith(("_inter", "_intra")) else v)
                       for k, v in values.items()}  # fmt: skip
         return keep_active(self, values)
-
-
-def share_scored(values: list[float | None]) -> float:
-    """``inter_nsp_rate``: the share of intersentence contexts scored by a next-sentence head (0 when there are none)."""
-    inter = [v for v in values if v is not None]
-    return sum(inter) / len(inter) if inter else 0.0
 
 
 def excluded(item: tuple) -> tuple:

@@ -47,7 +47,8 @@ def from_samples(run: Run, task: str) -> dict[str, float]:
         from bias_harness.errors import MissingInput
         from bias_harness.plugins.stop.metrics import compute_metrics, sample_item
 
-        items = [it for s in run.samples(task) if (it := sample_item(s)) is not None]
+        settings = (run.configs.get(task) or {}).get("metadata") or {}
+        items = [it for s in run.samples(task) if (it := sample_item(s, settings)) is not None]
         try:
             _FROM_SAMPLES[key] = compute_metrics(items) if items else {}
         except (MissingInput, ValueError):  # the run's human_file is gone (or ambiguous): no realistic metrics
@@ -156,10 +157,11 @@ def _rule_counts(run: Run, task: str) -> dict[str, int]:
     from bias_harness.plugins.stop.metrics import answer_rules
 
     total: Counter[str] = Counter()
+    settings = (run.configs.get(task) or {}).get("metadata") or {}
     for s in run.samples(task):
         resps = s.get("resps") or [[None]]
         if resps[0] and isinstance(resps[0][0], str):
-            total += answer_rules(json.loads(resps[0][0]))
+            total += answer_rules(json.loads(resps[0][0]), settings)
     return dict(total)
 
 
