@@ -292,15 +292,6 @@ def test_shared_module_names_no_work(module):
     assert not work_names_in(MODULES[module], module)
 
 
-# Import cycles still to be broken in code this check does not own: (importer, imported) edges, left out of the
-# graph. Each must still exist (test_pending_cycles_are_listed_exactly), so an entry goes once its cycle does.
-PENDING_CYCLES = {
-    # STOP's dialogue reads the human-response file (its `human_file` setting) with metrics.load_human when the
-    # task is built, and metrics re-exports the dialogue
-    ("bias_harness.plugins.stop.dialogue", "bias_harness.plugins.stop.metrics"),
-}
-
-
 def test_find_cycle_finds_a_cycle_through_imports_inside_functions(tmp_path):
     (tmp_path / "a.py").write_text("import json\n\n\ndef f():\n    from pkg import b\n", encoding="utf-8")
     (tmp_path / "b.py").write_text("def g():\n    from pkg.c import x\n", encoding="utf-8")
@@ -312,17 +303,8 @@ def test_find_cycle_finds_a_cycle_through_imports_inside_functions(tmp_path):
     assert find_cycle(graph) is None
 
 
-def test_pending_cycles_are_listed_exactly():
-    graph = import_graph(MODULES)
-    gone = [(a, b) for a, b in PENDING_CYCLES if b not in graph.get(a, ())]
-    assert not gone, f"listed cycles that are gone (remove them from PENDING_CYCLES): {gone}"
-
-
 def test_no_import_cycle():
-    graph = import_graph(MODULES)
-    for a, b in PENDING_CYCLES:
-        graph[a].discard(b)
-    cycle = find_cycle(graph)
+    cycle = find_cycle(import_graph(MODULES))
     assert cycle is None, "import cycle (imports inside functions count): " + " -> ".join(cycle or [])
 
 
