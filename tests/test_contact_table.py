@@ -84,7 +84,7 @@ def test_headline_table_and_breakdown_switch(tmp_path: Path) -> None:
 def test_one_breakdown_table() -> None:
     """The headline in _contact_yaml's metric_list, the breakdowns from the table its metadata names
     (:func:`cm.breakdowns`; a scale task keeps its own scale's invalid rate), each metric with its kind's aggregation;
-    scd_heldout, whose metadata replaces the included one and lists its breakdowns, lists the same."""
+    scd_heldout, whose metadata replaces the included one, names the same table."""
     from lm_eval.tasks._yaml_loader import load_yaml
 
     from bias_harness import tasks_dir
