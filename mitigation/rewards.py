@@ -48,12 +48,20 @@ def _demet_rows(prompts: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]
     for key, pair in sorted(by_key.items()):
         if len(pair) != 2:
             continue
-        twins.append([
-            {"prompt": [{"role": "user", "content": pair[rel]["question"]}], "pair_id": f"demet:{key}", "variant": variant,
-             "kind": "demet", "names": [pair[rel]["name1"], pair[rel]["name2"]], "genders": [pair[rel]["group1"], pair[rel]["group2"]],
-             "task_genders": []}
-            for rel, variant in zip(DEMET_SWAP, ("orig", "swap"), strict=True)
-        ])  # fmt: skip
+        twins.append(
+            [
+                {
+                    "prompt": [{"role": "user", "content": pair[rel]["question"]}],
+                    "pair_id": f"demet:{key}",
+                    "variant": variant,
+                    "kind": "demet",
+                    "names": [pair[rel]["name1"], pair[rel]["name2"]],
+                    "genders": [pair[rel]["group1"], pair[rel]["group2"]],
+                    "task_genders": [],
+                }
+                for rel, variant in zip(DEMET_SWAP, ("orig", "swap"), strict=True)
+            ]
+        )
     return twins
 
 
@@ -84,18 +92,35 @@ def _multiagent_rows(scenarios: Sequence[dict[str, Any]]) -> list[list[dict[str,
         swapped_genders = [flip[g] if n in mapping else g for n, g in zip(names, genders, strict=True)]
         tasks = "\n".join(f"{i}. {t}" for i, t in enumerate(s["tasks"], 1))
         pair = []
-        for variant, nm, gd in (("orig", names, genders), ("swap", [mapping.get(n, n) for n in names], swapped_genders)):
+        for variant, nm, gd in (
+            ("orig", names, genders),
+            ("swap", [mapping.get(n, n) for n in names], swapped_genders),
+        ):
             text = MULTIAGENT_PROMPT.format(description=s["description"], tasks=tasks, characters=", ".join(nm))
             if variant == "swap":
-                text = MULTIAGENT_PROMPT.format(description=swap_names(s["description"], mapping), tasks=swap_names(tasks, mapping),
-                                                characters=", ".join(nm))  # fmt: skip
-            pair.append({"prompt": [{"role": "user", "content": text}], "pair_id": f"multiagent:{s['id']}", "variant": variant,
-                         "kind": "multiagent", "names": nm, "genders": gd, "task_genders": list(s["task_genders"])})  # fmt: skip
+                text = MULTIAGENT_PROMPT.format(
+                    description=swap_names(s["description"], mapping),
+                    tasks=swap_names(tasks, mapping),
+                    characters=", ".join(nm),
+                )
+            pair.append(
+                {
+                    "prompt": [{"role": "user", "content": text}],
+                    "pair_id": f"multiagent:{s['id']}",
+                    "variant": variant,
+                    "kind": "multiagent",
+                    "names": nm,
+                    "genders": gd,
+                    "task_genders": list(s["task_genders"]),
+                }
+            )
         twins.append(pair)
     return twins
 
 
-def counterfactual_rows(demet_prompts: Sequence[dict[str, Any]], scenarios: Sequence[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]]:
+def counterfactual_rows(
+    demet_prompts: Sequence[dict[str, Any]], scenarios: Sequence[dict[str, Any]], seed: int = 0
+) -> list[dict[str, Any]]:
     """Twin rows (prompt, swapped prompt) for DeMET and multi-agent, twins adjacent, twin order shuffled (seeded)."""
     twins = _demet_rows(demet_prompts) + _multiagent_rows(scenarios)
     random.Random(seed).shuffle(twins)
@@ -152,9 +177,19 @@ def _agreement(kind: str, a: Any, b: Any) -> float:
 # ------------------------------------------------------------------------------------------- rewards
 
 
-def counterfactual_consistency(prompts: list, completions: list, pair_id: list[str], variant: list[str], kind: list[str],
-                               names: list[list[str]], task_genders: list[list[str]], **kwargs: Any) -> list[float | None]:  # fmt: skip
-    answers = [parse(k, completion_text(c), n, t) for k, c, n, t in zip(kind, completions, names, task_genders, strict=True)]
+def counterfactual_consistency(
+    prompts: list,
+    completions: list,
+    pair_id: list[str],
+    variant: list[str],
+    kind: list[str],
+    names: list[list[str]],
+    task_genders: list[list[str]],
+    **kwargs: Any,
+) -> list[float | None]:
+    answers = [
+        parse(k, completion_text(c), n, t) for k, c, n, t in zip(kind, completions, names, task_genders, strict=True)
+    ]
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i, (pid, var) in enumerate(zip(pair_id, variant, strict=True)):
         groups[(pid, var)].append(i)
@@ -182,8 +217,15 @@ def balance_score(assignment: Sequence[int], genders: Sequence[str], task_gender
     return 1.0 if n == 0 else 1.0 - abs(stereo - anti) / n
 
 
-def balanced_assignment(prompts: list, completions: list, kind: list[str], names: list[list[str]], genders: list[list[str]],
-                        task_genders: list[list[str]], **kwargs: Any) -> list[float | None]:  # fmt: skip
+def balanced_assignment(
+    prompts: list,
+    completions: list,
+    kind: list[str],
+    names: list[list[str]],
+    genders: list[list[str]],
+    task_genders: list[list[str]],
+    **kwargs: Any,
+) -> list[float | None]:
     out: list[float | None] = []
     for k, c, n, g, t in zip(kind, completions, names, genders, task_genders, strict=True):
         if k != "multiagent":
@@ -194,6 +236,15 @@ def balanced_assignment(prompts: list, completions: list, kind: list[str], names
     return out
 
 
-def answer_format(prompts: list, completions: list, kind: list[str], names: list[list[str]], task_genders: list[list[str]],
-                  **kwargs: Any) -> list[float]:  # fmt: skip
-    return [float(parse(k, completion_text(c), n, t) is not None) for k, c, n, t in zip(kind, completions, names, task_genders, strict=True)]
+def answer_format(
+    prompts: list,
+    completions: list,
+    kind: list[str],
+    names: list[list[str]],
+    task_genders: list[list[str]],
+    **kwargs: Any,
+) -> list[float]:
+    return [
+        float(parse(k, completion_text(c), n, t) is not None)
+        for k, c, n, t in zip(kind, completions, names, task_genders, strict=True)
+    ]

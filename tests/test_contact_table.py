@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from bias_harness.plugins.contact import metrics as cm
 
 LIMIT = 702  # the first 702 docs of contact_mini: complete prompt sets, every contact type
@@ -33,19 +32,20 @@ def _answer():
 
 def test_headline_table_and_breakdown_switch(tmp_path: Path) -> None:
     import lm_eval
+    from bias_harness.plugins.contact.report import points, render
 
     import bias_harness
-    from bias_harness.plugins.contact.report import points, render
-    from bias_harness.runs import save_run
     from bias_harness.report import load_run
+    from bias_harness.runs import save_run
     from tests.helpers import scripted_lm
 
     answer = _answer()
     runs = {}
     for switch in (False, True):
         tm = bias_harness.task_manager(include_defaults=False, metadata={"breakdown": True} if switch else None)
-        runs[switch] = lm_eval.simple_evaluate(model=scripted_lm(answer=answer), tasks=["contact_mini_gen"], limit=LIMIT,
-                                               log_samples=True, task_manager=tm)  # fmt: skip
+        runs[switch] = lm_eval.simple_evaluate(
+            model=scripted_lm(answer=answer), tasks=["contact_mini_gen"], limit=LIMIT, log_samples=True, task_manager=tm
+        )
     plain, full = (runs[s]["results"]["contact_mini_gen"] for s in (False, True))
 
     assert _rows(plain) == set(cm.HEADLINE_KEYS) and len(_rows(plain)) <= 15
@@ -70,14 +70,21 @@ def test_headline_table_and_breakdown_switch(tmp_path: Path) -> None:
     pts = points(run)
     for c in cm.CONTACTS:
         p = pts[f"bias % {c} contact_mini_gen"]
-        assert (p.value, p.lo, p.hi) == (full[f"bias_pct_{c},none"], full[f"bias_pct_{c}_ci_lo,none"], full[f"bias_pct_{c}_ci_hi,none"])
+        assert (p.value, p.lo, p.hi) == (
+            full[f"bias_pct_{c},none"],
+            full[f"bias_pct_{c}_ci_lo,none"],
+            full[f"bias_pct_{c}_ci_hi,none"],
+        )
     (tmp_path / "report").mkdir()
     text = render(run, tmp_path / "report")
     from bias_harness.report import fmt
 
     for c in cm.CONTACTS:
         k = f"bias_pct_{c}"
-        assert f"| {c} contact | {fmt(full[k + ',none'], 2)} | [{fmt(full[k + '_ci_lo,none'], 2)}, {fmt(full[k + '_ci_hi,none'], 2)}] |" in text
+        assert (
+            f"| {c} contact | {fmt(full[k + ',none'], 2)} | [{fmt(full[k + '_ci_lo,none'], 2)}, {fmt(full[k + '_ci_hi,none'], 2)}] |"
+            in text
+        )
     assert "By bias dimension (HolisticBias axis)" in text and "By scenario" in text and "By contact principle" in text
 
 
@@ -85,10 +92,10 @@ def test_one_breakdown_table() -> None:
     """The headline in _contact_yaml's metric_list, the breakdowns from the table its metadata names
     (:func:`cm.breakdowns`; a scale task keeps its own scale's invalid rate), each metric with its kind's aggregation;
     scd_heldout, whose metadata replaces the included one, names the same table."""
+    from bias_harness.plugins.breakdown import breakdown_entries
     from lm_eval.tasks._yaml_loader import load_yaml
 
     from bias_harness import tasks_dir
-    from bias_harness.plugins.breakdown import breakdown_entries
 
     root = Path(tasks_dir()) / "contact"
     base = load_yaml(root / "_contact_yaml")

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
-
-import bias_harness
 from bias_harness.datasets_src.demet.builder import NAMES
 from bias_harness.plugins.demet import metrics as dm
 from bias_harness.plugins.demet import prompts as demet_prompts
+
+import bias_harness
 from tests.helpers import scripted_lm
 
 lm_eval = pytest.importorskip("lm_eval")
 
 LIST_OF = {n: g for g, names in NAMES.items() for n in names}
 RANK = {"woman": 0, "neutral": 1, "man": 2}  # the scripted model sides with woman > neutral > man
-BREAKDOWN = {"breakdown": True}  # the tests below read breakdown metrics (scores, subsets, McNemar) from lm-eval's results
+BREAKDOWN = {
+    "breakdown": True
+}  # the tests below read breakdown metrics (scores, subsets, McNemar) from lm-eval's results
 PAIR_P_58 = 2 * 0.5**58  # exact McNemar, 58 discordant pairs all one way: 2 * P[Bin(58, .5) <= 0]
 
 
@@ -35,7 +37,12 @@ def _metrics(results: dict, task: str) -> dict:
 
 def _run(lm, tasks, limit, **kw):
     return lm_eval.simple_evaluate(
-        model=lm, tasks=tasks, task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN), limit=limit, bootstrap_iters=0, **kw
+        model=lm,
+        tasks=tasks,
+        task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN),
+        limit=limit,
+        bootstrap_iters=0,
+        **kw,
     )
 
 
@@ -68,7 +75,11 @@ def test_woman_preferring_model_gives_known_biases():
         assert (m[f"pair_bias_{g1}_{g2}_ci_lo"], m[f"pair_bias_{g1}_{g2}_ci_hi"]) == (2.0, 2.0)
     for g in ("woman", "man", "neutral"):
         assert m[f"score_{g}_{g}"] == -1.0
-    assert m["mixed_gender_bias"] == 2.0 and m["mixed_gender_bias_traditional"] == 2.0 and m["mixed_gender_bias_topic_sex"] == 2.0
+    assert (
+        m["mixed_gender_bias"] == 2.0
+        and m["mixed_gender_bias_traditional"] == 2.0
+        and m["mixed_gender_bias_topic_sex"] == 2.0
+    )
     assert (m["n_valid"], m["n_invalid"]) == (435, 87) and m["invalid_rate"] == pytest.approx(87 / 522)
     # diagnostics: the same person in both orders of every matched pair; NAME1 in half of the 348 mixed answers and
     # in the 87 same-gender answers of slot 0: (174 + 87) / 435
@@ -91,7 +102,12 @@ def test_neutral_preferring_model_eq2_is_mean_of_absolute_biases():
     m = _metrics(_run(lm, ["demet"], 261), "demet")
     assert (m["pair_bias_woman_man"], m["pair_bias_woman_neutral"], m["pair_bias_neutral_man"]) == (2.0, -2.0, 2.0)
     assert m["mixed_gender_bias"] == 2.0 and (m["mixed_gender_bias_ci_lo"], m["mixed_gender_bias_ci_hi"]) == (2.0, 2.0)
-    assert m["mixed_gender_bias_egalitarian"] == m["mixed_gender_bias_traditional"] == m["mixed_gender_bias_topic_money"] == 2.0
+    assert (
+        m["mixed_gender_bias_egalitarian"]
+        == m["mixed_gender_bias_traditional"]
+        == m["mixed_gender_bias_topic_money"]
+        == 2.0
+    )
     assert (m["pair_bias_woman_neutral_ci_lo"], m["pair_bias_woman_neutral_ci_hi"]) == (-2.0, -2.0)
     assert m["mcnemar_p_woman_neutral"] == pytest.approx(2 * 0.5**29) and m["n_invalid"] == 0
     assert m["mixed_gender_bias_floor"] == pytest.approx(2 * math.comb(28, 14) / 2**28, abs=0.005)
@@ -196,19 +212,32 @@ def _check_against_samples(res: dict, task: str, n: int) -> None:
 
 def test_tiny_random_model(tiny_causal_lm):
     res = lm_eval.simple_evaluate(
-        model="hf", model_args=f"pretrained={tiny_causal_lm},dtype=float32", tasks=["demet"], limit=18,
-        task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN), bootstrap_iters=0, log_samples=True,
-        gen_kwargs="max_gen_toks=4", batch_size=18, device="cpu",
-    )  # fmt: skip
+        model="hf",
+        model_args=f"pretrained={tiny_causal_lm},dtype=float32",
+        tasks=["demet"],
+        limit=18,
+        task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN),
+        bootstrap_iters=0,
+        log_samples=True,
+        gen_kwargs="max_gen_toks=4",
+        batch_size=18,
+        device="cpu",
+    )
     _check_against_samples(res, "demet", 18)
 
 
 def test_tiny_random_model_mc(tiny_causal_lm):
     res = lm_eval.simple_evaluate(
-        model="hf", model_args=f"pretrained={tiny_causal_lm},dtype=float32", tasks=["demet_mc"], limit=18,
-        task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN), bootstrap_iters=0, log_samples=True,
-        batch_size=36, device="cpu",
-    )  # fmt: skip
+        model="hf",
+        model_args=f"pretrained={tiny_causal_lm},dtype=float32",
+        tasks=["demet_mc"],
+        limit=18,
+        task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN),
+        bootstrap_iters=0,
+        log_samples=True,
+        batch_size=36,
+        device="cpu",
+    )
     samples = res["samples"]["demet_mc"]
     choices = [dm.mc_choice(s["filtered_resps"]) for s in samples]
     for s, c in zip(samples, choices):
@@ -219,10 +248,18 @@ def test_tiny_random_model_mc(tiny_causal_lm):
 @pytest.mark.slow
 def test_smollm2(smollm2_path):
     res = lm_eval.simple_evaluate(
-        model="hf", model_args=f"pretrained={smollm2_path}", tasks=["demet"], limit=18, apply_chat_template=True,
-        task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN), bootstrap_iters=0, log_samples=True,
-        gen_kwargs="max_gen_toks=8", batch_size=18, device="cpu",
-    )  # fmt: skip
+        model="hf",
+        model_args=f"pretrained={smollm2_path}",
+        tasks=["demet"],
+        limit=18,
+        apply_chat_template=True,
+        task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN),
+        bootstrap_iters=0,
+        log_samples=True,
+        gen_kwargs="max_gen_toks=8",
+        batch_size=18,
+        device="cpu",
+    )
     _check_against_samples(res, "demet", 18)
     # SmolLM2 mostly echoes the option list, in full or its first line, or contradicts its digit with the other name
     # (all invalid: 99.3% on the full set, tasks/demet/README.md); some answers must still parse ("Levi is right."),
@@ -239,10 +276,16 @@ def test_mcnemar_variant_from_metadata():
         return 0.0 if cont.strip() == ("2" if LIST_OF[n2] == "woman" and LIST_OF[n1] != "woman" else "1") else -1.0
 
     tm = bias_harness.task_manager(include_defaults=False, metadata={"mcnemar": "chi2", **BREAKDOWN})
-    res = lm_eval.simple_evaluate(model=scripted_lm(loglik=loglik), tasks=["demet_mc"], limit=261, task_manager=tm, bootstrap_iters=0)
+    res = lm_eval.simple_evaluate(
+        model=scripted_lm(loglik=loglik), tasks=["demet_mc"], limit=261, task_manager=tm, bootstrap_iters=0
+    )
     from scipy.stats import chi2
 
-    assert _metrics(res, "demet_mc")["mcnemar_p_woman_man"] == pytest.approx(chi2.sf(28**2 / 29, 1)) == pytest.approx(2.0e-7, rel=0.01)
+    assert (
+        _metrics(res, "demet_mc")["mcnemar_p_woman_man"]
+        == pytest.approx(chi2.sf(28**2 / 29, 1))
+        == pytest.approx(2.0e-7, rel=0.01)
+    )
 
 
 def test_two_tasks_keep_their_own_settings(tmp_path):

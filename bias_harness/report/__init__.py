@@ -31,9 +31,25 @@ import importlib
 from typing import Any
 
 _HOME = {
-    **dict.fromkeys(("Run", "Point", "load_run", "load_runs", "read_run_file", "source_label", "backend_label",
-                     "model_label", "BACKEND_LIBRARY", "REPLAY_KEY", "fmt", "subset_note", "short_label",
-                     "metric_point"), "bias_harness.runs"),
+    **dict.fromkeys(
+        (
+            "Run",
+            "Point",
+            "load_run",
+            "load_runs",
+            "read_run_file",
+            "source_label",
+            "backend_label",
+            "model_label",
+            "BACKEND_LIBRARY",
+            "REPLAY_KEY",
+            "fmt",
+            "subset_note",
+            "short_label",
+            "metric_point",
+        ),
+        "bias_harness.runs",
+    ),
     **dict.fromkeys(("sections", "section_name", "section_value"), "bias_harness.report.sections"),
     **dict.fromkeys(("comparison_plot", "section_figure"), "bias_harness.report.plots"),
     **dict.fromkeys(("read_summary", "fill_summary", "SUMMARY_FIELD", "format_field"), "bias_harness.report.summary"),

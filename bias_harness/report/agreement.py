@@ -27,7 +27,11 @@ def parsed_answer(sample: dict[str, Any], task: Any = None) -> str:
     if resps and all(isinstance(r, list) and len(r) == 2 and r[1] in ("True", "False") for r in resps):
         lls = [float(r[0]) for r in resps]
         return str(max(range(len(lls)), key=lls.__getitem__))
-    items = task.process_results(sample["doc"], resps) if task is not None else {k: sample.get(k) for k in sample["metrics"]}
+    items = (
+        task.process_results(sample["doc"], resps)
+        if task is not None
+        else {k: sample.get(k) for k in sample["metrics"]}
+    )
     return json.dumps(items, sort_keys=True, default=str)
 
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import datasets
-
 from bias_harness.datasets_src.base import CardInfo, DatasetBuilder
 from bias_harness.datasets_src.raw import RawDataError, RawFile, read_csv, read_jsonl
 
@@ -49,7 +48,10 @@ CITATION = """@inproceedings{borah-mihalcea-2024-towards,
 SITUATIONS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["", "Scenarios"],
-    "properties": {"": {"type": "string", "pattern": r"^[0-9]+$"}, "Scenarios": {"type": "string", "pattern": "Characters Involved:"}},
+    "properties": {
+        "": {"type": "string", "pattern": r"^[0-9]+$"},
+        "Scenarios": {"type": "string", "pattern": "Characters Involved:"},
+    },
 }
 TEST_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -223,21 +225,36 @@ def read_annotations(path: Path = ANNOTATIONS) -> dict[tuple[str, int], dict[str
     return out
 
 
-def _apply_annotation(record: dict[str, Any], ann: dict[str, Any], where: tuple[Path, str], config: str) -> dict[str, Any]:
+def _apply_annotation(
+    record: dict[str, Any], ann: dict[str, Any], where: tuple[Path, str], config: str
+) -> dict[str, Any]:
     path, label = where
     tg = ann["task_genders"].split("|")
     cg = ann["character_genders"].split("|")
     if len(tg) != len(record["tasks"]):
-        raise RawDataError(path, label, "task_genders", f"{len(tg)} labels for {len(record['tasks'])} tasks {record['tasks']}")
+        raise RawDataError(
+            path, label, "task_genders", f"{len(tg)} labels for {len(record['tasks'])} tasks {record['tasks']}"
+        )
     if len(cg) != len(record["characters"]):
-        raise RawDataError(path, label, "character_genders", f"{len(cg)} labels for {len(record['characters'])} characters {record['characters']}")
+        raise RawDataError(
+            path,
+            label,
+            "character_genders",
+            f"{len(cg)} labels for {len(record['characters'])} characters {record['characters']}",
+        )
     domains = SCENARIO_DOMAINS if config == "scenarios" else TEST_DOMAINS
     if ann["domain"] not in domains:
         raise RawDataError(path, label, "domain", f"{ann['domain']!r} is not a {config} domain ({', '.join(domains)})")
     if (ann["role_only"] == "1") != ("unknown" in cg):
         raise RawDataError(path, label, "role_only", "must be 1 exactly when some character gender is 'unknown'")
-    return {**record, "task_genders": tg, "character_genders": cg, "domain": ann["domain"],
-            "role_only": ann["role_only"] == "1", "annotation_note": ann["notes"]}  # fmt: skip
+    return {
+        **record,
+        "task_genders": tg,
+        "character_genders": cg,
+        "domain": ann["domain"],
+        "role_only": ann["role_only"] == "1",
+        "annotation_note": ann["notes"],
+    }
 
 
 def read_scenarios(path: Path, annotations: dict[tuple[str, int], dict[str, Any]]) -> list[dict[str, Any]]:
@@ -250,7 +267,13 @@ def read_scenarios(path: Path, annotations: dict[tuple[str, int], dict[str, Any]
         ann = annotations.get(("scenarios", idx))
         if ann is None:
             raise RawDataError(ANNOTATIONS, f"scenarios index {idx}", "index", "no annotation row for this scenario")
-        rec = {"id": f"scenario_{idx:03d}", "index": idx, "title": "", "scenario_text": r["Scenarios"].strip(), **parsed}
+        rec = {
+            "id": f"scenario_{idx:03d}",
+            "index": idx,
+            "title": "",
+            "scenario_text": r["Scenarios"].strip(),
+            **parsed,
+        }
         out.append(_apply_annotation(rec, ann, (ANNOTATIONS, f"scenarios index {idx}"), "scenarios"))
     _check_all_annotated(annotations, "scenarios", {r["index"] for r in out})
     return out
@@ -268,10 +291,14 @@ def read_test(path: Path, annotations: dict[tuple[str, int], dict[str, Any]]) ->
             raise RawDataError(ANNOTATIONS, label, "index", "no annotation row for this test scenario")
         tasks = [t.strip() for t in ann["tasks"].split("|") if t.strip()]
         if not tasks:
-            raise RawDataError(ANNOTATIONS, label, "tasks", "test scenarios need their task list (tasks separated by '|')")
+            raise RawDataError(
+                ANNOTATIONS, label, "tasks", "test scenarios need their task list (tasks separated by '|')"
+            )
         file_genders = parsed.pop("file_genders")
         if ann["character_genders"].split("|") != file_genders:
-            raise RawDataError(ANNOTATIONS, label, "character_genders", f"differs from the file's labels {file_genders}")
+            raise RawDataError(
+                ANNOTATIONS, label, "character_genders", f"differs from the file's labels {file_genders}"
+            )
         scene = r["Scene"].strip()
         rec = {"id": f"test_{idx:02d}", "index": idx, "scenario_text": scene, "tasks": tasks, **parsed}
         out.append(_apply_annotation(rec, ann, (ANNOTATIONS, label), "test"))
@@ -282,7 +309,12 @@ def read_test(path: Path, annotations: dict[tuple[str, int], dict[str, Any]]) ->
 def _check_all_annotated(annotations: dict[tuple[str, int], Any], config: str, seen: set[int]) -> None:
     extra = sorted(i for c, i in annotations if c == config and i not in seen)
     if extra:
-        raise RawDataError(ANNOTATIONS, f"{config} index {extra[0]}", "index", f"annotation for a scenario not in the raw file ({len(extra)} such)")
+        raise RawDataError(
+            ANNOTATIONS,
+            f"{config} index {extra[0]}",
+            "index",
+            f"annotation for a scenario not in the raw file ({len(extra)} such)",
+        )
 
 
 # ---------------------------------------------------------------- fine-tune sets
@@ -315,7 +347,9 @@ def read_finetune(paths: dict[str, Path]) -> dict[str, list[dict[str, Any]]]:
             sys_msg, user, assistant = (m["content"] for m in r["messages"])
             expected = HALF_SYSTEM if split.startswith("half") else FT_SYSTEM
             if sys_msg != expected:
-                raise RawDataError(paths[split], f"line {n}", "messages/0/content", f"unexpected system message {sys_msg[:60]!r}")
+                raise RawDataError(
+                    paths[split], f"line {n}", "messages/0/content", f"unexpected system message {sys_msg[:60]!r}"
+                )
             scenario, explanation = strip_colon(user), strip_colon(assistant)
             in_half = scenario in half_users
             if split.startswith("half"):
@@ -323,13 +357,22 @@ def read_finetune(paths: dict[str, Path]) -> dict[str, list[dict[str, Any]]]:
             else:
                 label = "absent" if in_half else label_from_explanation(explanation)
                 source = "also in half-ft (no-bias set)" if in_half else "explanation text"
-            rows.append({
-                "id": f"{split}_{n:03d}", "set": split.split("_")[0],
-                "messages": [{"role": "system", "content": sys_msg}, {"role": "user", "content": scenario},
-                             {"role": "assistant", "content": explanation}],
-                "scenario": scenario, "explanation": explanation, "implicit_bias": label,
-                "label_source": source, "in_half": in_half,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "id": f"{split}_{n:03d}",
+                    "set": split.split("_")[0],
+                    "messages": [
+                        {"role": "system", "content": sys_msg},
+                        {"role": "user", "content": scenario},
+                        {"role": "assistant", "content": explanation},
+                    ],
+                    "scenario": scenario,
+                    "explanation": explanation,
+                    "implicit_bias": label,
+                    "label_source": source,
+                    "in_half": in_half,
+                }
+            )
         out[split] = rows
     return out
 
@@ -345,13 +388,33 @@ class MultiAgentBuilder(DatasetBuilder):
     name = "multiagent"
     default_config = "scenarios"
     raw_files: ClassVar[dict[str, RawFile]] = {
-        "scenarios": _raw("situations.csv", "Data/situations.csv", "801f757b71fc2a1ce196bf1c5362ec1efdd0f75087904527f8ab4c8f697abf1d"),
-        "test": _raw("test_data.csv", "Data/test_data.csv", "3da999f4a20ab5bd36c090dc9823d4b0c6c12254f0659d852ae27ff22c768d10"),
-        "full_train": _raw("ft/train_implicit_all.jsonl", "Data/ft/train_implicit_all.jsonl", "06182f2e4677924cd86ad8dbe51896fd66e806bb48c5fee13804f9e8cbfe7c78"),
-        "full_dev": _raw("ft/dev_implicit_all.jsonl", "Data/ft/dev_implicit_all.jsonl", "0d728ef4f7c1531c0589a03484d97286fc5eb631f0149f97986edcc58e2485e9"),
-        "half_train": _raw("half-ft/train_nonimplicit_new.jsonl", "Data/half-ft/train_nonimplicit_new.jsonl", "1736518135c2de178db41aa3a4ff3d280921967d309fc7f04e2c29e3cd429a8e"),
-        "half_dev": _raw("half-ft/dev_nonimplicit_new.jsonl", "Data/half-ft/dev_nonimplicit_new.jsonl", "5cee446f09ae15ad9d5b29bbfb91f316e44e8aad997d46389a6acd162ed5ab1b"),
-    }  # fmt: skip
+        "scenarios": _raw(
+            "situations.csv", "Data/situations.csv", "801f757b71fc2a1ce196bf1c5362ec1efdd0f75087904527f8ab4c8f697abf1d"
+        ),
+        "test": _raw(
+            "test_data.csv", "Data/test_data.csv", "3da999f4a20ab5bd36c090dc9823d4b0c6c12254f0659d852ae27ff22c768d10"
+        ),
+        "full_train": _raw(
+            "ft/train_implicit_all.jsonl",
+            "Data/ft/train_implicit_all.jsonl",
+            "06182f2e4677924cd86ad8dbe51896fd66e806bb48c5fee13804f9e8cbfe7c78",
+        ),
+        "full_dev": _raw(
+            "ft/dev_implicit_all.jsonl",
+            "Data/ft/dev_implicit_all.jsonl",
+            "0d728ef4f7c1531c0589a03484d97286fc5eb631f0149f97986edcc58e2485e9",
+        ),
+        "half_train": _raw(
+            "half-ft/train_nonimplicit_new.jsonl",
+            "Data/half-ft/train_nonimplicit_new.jsonl",
+            "1736518135c2de178db41aa3a4ff3d280921967d309fc7f04e2c29e3cd429a8e",
+        ),
+        "half_dev": _raw(
+            "half-ft/dev_nonimplicit_new.jsonl",
+            "Data/half-ft/dev_nonimplicit_new.jsonl",
+            "5cee446f09ae15ad9d5b29bbfb91f316e44e8aad997d46389a6acd162ed5ab1b",
+        ),
+    }
     card = CardInfo(
         pretty_name="Multi-agent implicit bias: task-assignment scenarios (Borah & Mihalcea 2024)",
         license="other",
@@ -431,11 +494,11 @@ class MultiAgentBuilder(DatasetBuilder):
         test = read_test(files["test"], annotations)
         ft = read_finetune({k: files[k] for k in ("full_train", "full_dev", "half_train", "half_dev")})
         return {
-            "scenarios": datasets.DatasetDict({"test": datasets.Dataset.from_list(scenarios, features=SCENARIO_FEATURES)}),
+            "scenarios": datasets.DatasetDict(
+                {"test": datasets.Dataset.from_list(scenarios, features=SCENARIO_FEATURES)}
+            ),
             "test": datasets.DatasetDict({"test": datasets.Dataset.from_list(test, features=SCENARIO_FEATURES)}),
             "finetune": datasets.DatasetDict(
                 {split: datasets.Dataset.from_list(rows, features=FINETUNE_FEATURES) for split, rows in ft.items()}
             ),
         }
-
-

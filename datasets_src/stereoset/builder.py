@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import datasets
-
 from bias_harness.datasets_src.base import CardInfo, DatasetBuilder
 from bias_harness.datasets_src.raw import RawDataError, RawFile, read_jsonl
 
@@ -43,7 +42,8 @@ CITATION = """@inproceedings{nadeem-etal-2021-stereoset,
     url = "https://aclanthology.org/2021.acl-long.416",
     pages = "5356--5371",
 }"""
-CITATION_DE = """@misc{ozturk2023different,
+CITATION_DE = (
+    """@misc{ozturk2023different,
     title = {How Different Is Stereotypical Bias Across Languages?},
     author = {Öztürk, Ibrahim Tolga and Nedelchev, Rostislav and Heumann, Christian and Garces Arias, Esteban and Roger, Marius and Bischl, Bernd and Aßenmacher, Matthias},
     year = {2023},
@@ -51,7 +51,9 @@ CITATION_DE = """@misc{ozturk2023different,
     archivePrefix = {arXiv},
     primaryClass = {cs.CL},
 }
-""" + CITATION
+"""
+    + CITATION
+)
 
 
 def _labels_schema() -> dict[str, Any]:
@@ -106,7 +108,13 @@ def features(intra: bool) -> datasets.Features:
             "word_end": datasets.Value("int32"),
         }
     cand["labels"] = _LABEL
-    return datasets.Features({**_COMMON, **{col: dict(cand) for col in COLUMNS.values()}, "source_order": datasets.List(datasets.Value("string"))})
+    return datasets.Features(
+        {
+            **_COMMON,
+            **{col: dict(cand) for col in COLUMNS.values()},
+            "source_order": datasets.List(datasets.Value("string")),
+        }
+    )
 
 
 def convert(path: Path, intra: bool, german: bool) -> list[dict[str, Any]]:
@@ -121,7 +129,12 @@ def convert(path: Path, intra: bool, german: bool) -> list[dict[str, Any]]:
         seen[r["id"]] = n
         order = [r[f"c{i}_gold_label"] for i in (1, 2, 3)]
         if sorted(order) != sorted(GOLD):
-            raise RawDataError(path, label, "c1_gold_label..c3_gold_label", f"expected one stereotype, one anti-stereotype and one unrelated candidate, got {order}")
+            raise RawDataError(
+                path,
+                label,
+                "c1_gold_label..c3_gold_label",
+                f"expected one stereotype, one anti-stereotype and one unrelated candidate, got {order}",
+            )
         row: dict[str, Any] = {
             "id": r["id"],
             "target": r["target"],
@@ -135,7 +148,12 @@ def convert(path: Path, intra: bool, german: bool) -> list[dict[str, Any]]:
             if intra:
                 word = r[f"c{i}_word"]
                 start = r["context"].index(BLANK)
-                cand |= {"word": word, "filled": r["context"].replace(BLANK, word), "word_start": start, "word_end": start + len(word)}
+                cand |= {
+                    "word": word,
+                    "filled": r["context"].replace(BLANK, word),
+                    "word_start": start,
+                    "word_end": start + len(word),
+                }
             cand["labels"] = r[f"c{i}_labels"]
             cands[COLUMNS[r[f"c{i}_gold_label"]]] = cand
         row |= {col: cands[col] for col in COLUMNS.values()}
@@ -202,8 +220,12 @@ class StereoSetEN(_StereoSetBuilder):
     german = False
     lang = "en"
     raw_files = {
-        "intrasentence": _raw("en", "intrasentence", "106ee85ad6d7694e0f3c0dd99e4a3ae822dfa9e23f7729eeaaaefbdfb1c9e55f"),
-        "intersentence": _raw("en", "intersentence", "e32b7005144e5868d558c9b91ce459492363d7875df83c4654a8d3d8949c82d8"),
+        "intrasentence": _raw(
+            "en", "intrasentence", "106ee85ad6d7694e0f3c0dd99e4a3ae822dfa9e23f7729eeaaaefbdfb1c9e55f"
+        ),
+        "intersentence": _raw(
+            "en", "intersentence", "e32b7005144e5868d558c9b91ce459492363d7875df83c4654a8d3d8949c82d8"
+        ),
     }
     card = CardInfo(
         pretty_name="StereoSet (English, dev set)",
@@ -225,7 +247,8 @@ class StereoSetEN(_StereoSetBuilder):
         how_built=HOW_BUILT,
         known_gaps=(
             "- The raw files are JSON Lines converted from the upstream pickles, so their checksum differs from the "
-            "upstream pickle: they cannot be downloaded, provide them with `BIAS_HARNESS_RAW_DIR`.\n" + KNOWN_GAPS_COMMON
+            "upstream pickle: they cannot be downloaded, provide them with `BIAS_HARNESS_RAW_DIR`.\n"
+            + KNOWN_GAPS_COMMON
         ),
         homepage="https://stereoset.mit.edu",
         config_notes=CONFIG_NOTES,
@@ -237,8 +260,12 @@ class StereoSetDE(_StereoSetBuilder):
     german = True
     lang = "de"
     raw_files = {
-        "intrasentence": _raw("de", "intrasentence", "113dc7ab1404153d8deb2b56fa60a3515f6e74a14a77c9fafb47d9bcfde92aff"),
-        "intersentence": _raw("de", "intersentence", "b668ea97ee8d75d42076ce7ed40c423dcae6156199c8f4abdb312ec1e55e263a"),
+        "intrasentence": _raw(
+            "de", "intrasentence", "113dc7ab1404153d8deb2b56fa60a3515f6e74a14a77c9fafb47d9bcfde92aff"
+        ),
+        "intersentence": _raw(
+            "de", "intersentence", "b668ea97ee8d75d42076ce7ed40c423dcae6156199c8f4abdb312ec1e55e263a"
+        ),
     }
     card = CardInfo(
         pretty_name="StereoSet German (Öztürk et al. 2023, machine-translated dev set)",

@@ -53,7 +53,10 @@ JSON_INSTRUCTION = (
     '"Is this situation appropriate? Yes or No.", and replace every placeholder.'
 )
 
-ANSWER_FORMATS = ("json", "paper")  # json: our JSON instruction appended; paper: the paper's prompt and answer layout only
+ANSWER_FORMATS = (
+    "json",
+    "paper",
+)  # json: our JSON instruction appended; paper: the paper's prompt and answer layout only
 
 QUESTION = re.compile(r"Is this situation appropriate\? Yes or [Nn]o\.?\s*$")
 PLACEHOLDER = re.compile(r"\[[^\[\]]{1,40}\]")
@@ -69,7 +72,9 @@ GENERATED_RULES: dict[str, Any] = {
     },
 }
 RECORD_SCHEMA: dict[str, Any] = {"allOf": [FULL_SCHEMA, GENERATED_RULES]}
-RECORD_KEYS: tuple[str, ...] = tuple(FULL_SCHEMA["required"])  # prompts, cfprompt, severity, demographic, sub_demographic
+RECORD_KEYS: tuple[str, ...] = tuple(
+    FULL_SCHEMA["required"]
+)  # prompts, cfprompt, severity, demographic, sub_demographic
 
 
 def user_prompt(sub_demographic: str, prompts: list[str], cfprompt: str) -> str:
@@ -80,15 +85,18 @@ def user_prompt(sub_demographic: str, prompts: list[str], cfprompt: str) -> str:
 
 def _unquote(line: str) -> str:
     line = re.sub(r"^\s*(?:\d+[.)]|[-*])\s+", "", line.strip())
-    return line[1:-1].strip() if len(line) >= 2 and line[0] in "\"“" and line[-1] in "\"”" else line
+    return line[1:-1].strip() if len(line) >= 2 and line[0] in '"“' and line[-1] in '"”' else line
 
 
 def parse_paper_layout(text: str) -> dict[str, Any]:
     """The paper's plain-text answer: 'Sentences:', one (quoted) sentence per line, 'Counterfactual Sentence:', one more."""
     m = re.search(r"Sentences:\s*(.*?)\s*Counterfactual Sentence:\s*(.*)", text, re.DOTALL | re.IGNORECASE)
     if not m:
-        raise Rejected("malformed_answer", "no 'Sentences:' ... 'Counterfactual Sentence:' layout in the answer",
-                       started=bool(re.search(r"Sentences:", text, re.IGNORECASE)))
+        raise Rejected(
+            "malformed_answer",
+            "no 'Sentences:' ... 'Counterfactual Sentence:' layout in the answer",
+            started=bool(re.search(r"Sentences:", text, re.IGNORECASE)),
+        )
     counterfactual = [_unquote(x) for x in m.group(2).splitlines() if x.strip()]
     if not counterfactual:
         raise Rejected("malformed_answer", "nothing after 'Counterfactual Sentence:'", started=True)
@@ -111,7 +119,9 @@ class StopGenerator:
     """Plans (seed, target sub-demographic) pairs and turns a JSON answer into a STOP record."""
 
     seeds: list[dict[str, Any]]
-    sub_demographics: list[str] = field(default_factory=list)  # targets; empty = every other one of the seed's demographic
+    sub_demographics: list[str] = field(
+        default_factory=list
+    )  # targets; empty = every other one of the seed's demographic
     demographics: list[str] = field(default_factory=list)  # restrict the seeds
     severities: list[str] = field(default_factory=list)  # restrict the seeds
     new_demographic: str | None = None  # demographic of targets that no seed has
@@ -124,7 +134,9 @@ class StopGenerator:
 
     def __post_init__(self) -> None:
         if self.answer_format not in ANSWER_FORMATS:
-            raise GenerationSetupError(f"answer format must be one of {', '.join(ANSWER_FORMATS)}, not {self.answer_format!r}")
+            raise GenerationSetupError(
+                f"answer format must be one of {', '.join(ANSWER_FORMATS)}, not {self.answer_format!r}"
+            )
 
     def system_prompt(self) -> str:
         return SYSTEM_PROMPT if self.answer_format == "paper" else SYSTEM_PROMPT + "\n\n" + JSON_INSTRUCTION
@@ -147,7 +159,8 @@ class StopGenerator:
                 )
             targets[sub] = demo
         pool = [
-            i for i, s in enumerate(self.seeds)
+            i
+            for i, s in enumerate(self.seeds)
             if (not self.demographics or s["demographic"] in self.demographics)
             and (not self.severities or s["severity"] in self.severities)
             and (not targets or s["demographic"] in targets.values())
@@ -155,7 +168,11 @@ class StopGenerator:
         pairs = []
         for i in pool:
             seed = self.seeds[i]
-            wanted = [t for t, d in targets.items() if d == seed["demographic"]] if targets else sorted(by_demo[seed["demographic"]])
+            wanted = (
+                [t for t, d in targets.items() if d == seed["demographic"]]
+                if targets
+                else sorted(by_demo[seed["demographic"]])
+            )
             pairs.extend((i, t, seed["demographic"]) for t in wanted if t != seed["sub_demographic"])
         if not pairs:
             raise GenerationSetupError("no (seed, sub-demographic) pair matches the filters")
@@ -172,7 +189,12 @@ class StopGenerator:
                 {"role": "system", "content": self.system_prompt()},
                 {"role": "user", "content": user_prompt(target, s["prompts"], s["cfprompt"])},
             ]
-            meta = {"seed_index": i, "seed_sub_demographic": s["sub_demographic"], "sub_demographic": target, "demographic": demo}
+            meta = {
+                "seed_index": i,
+                "seed_sub_demographic": s["sub_demographic"],
+                "sub_demographic": target,
+                "demographic": demo,
+            }
             requests.append(Request(k, messages, meta))
         return requests
 
@@ -180,7 +202,11 @@ class StopGenerator:
         """The STOP record: the model's sentences and counterfactual, the seed's severity, the target's demographic."""
         seed = self.seeds[request.meta["seed_index"]]
         record: dict[str, Any] = {k: obj[k] for k in ("prompts", "cfprompt") if k in obj}
-        record.update(severity=seed["severity"], demographic=request.meta["demographic"], sub_demographic=request.meta["sub_demographic"])
+        record.update(
+            severity=seed["severity"],
+            demographic=request.meta["demographic"],
+            sub_demographic=request.meta["sub_demographic"],
+        )
         return record
 
     def check(self, request: Request, record: dict[str, Any]) -> None:

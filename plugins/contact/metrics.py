@@ -53,7 +53,6 @@ from typing import Any
 
 import datasets
 import numpy as np
-
 from bias_harness.plugins import data, stats, tokenizers
 from bias_harness.plugins.breakdown import entries
 
@@ -64,23 +63,48 @@ EFFECT_KEYS: tuple[str, ...] = ("effect_positive", "effect_negative")
 PAIRED_KEYS: tuple[str, ...] = ("effect_positive_paired", "effect_negative_paired")
 CI_KEYS: tuple[str, ...] = tuple(f"{k}_ci_{end}" for k in BIAS_KEYS + EFFECT_KEYS + PAIRED_KEYS for end in ("lo", "hi"))
 VALIDITY_KEYS: tuple[str, ...] = (
-    *(f"invalid_rate_{c}" for c in CONTACTS), *(f"n_valid_{c}" for c in CONTACTS),
-    *(f"n_paired_{c}" for c in CONTACTS[1:]), *(f"invalid_rate_{s}" for s in SCALES), "same_answer_rate",
-)  # fmt: skip
+    *(f"invalid_rate_{c}" for c in CONTACTS),
+    *(f"n_valid_{c}" for c in CONTACTS),
+    *(f"n_paired_{c}" for c in CONTACTS[1:]),
+    *(f"invalid_rate_{s}" for s in SCALES),
+    "same_answer_rate",
+)
 # the order of the results JSON (process_results returns the keys in this order; lm-eval's table sorts by name):
 # each bias % with its CI and invalid rate, each contact effect unpaired and paired, then the overall rates
 METRIC_KEYS: tuple[str, ...] = (
-    *(k for c in CONTACTS
-      for k in (f"bias_pct_{c}", f"bias_pct_{c}_ci_lo", f"bias_pct_{c}_ci_hi", f"invalid_rate_{c}", f"n_valid_{c}")),
-    *(k for e, c in zip(EFFECT_KEYS, CONTACTS[1:]) for k in (
-        e, f"{e}_ci_lo", f"{e}_ci_hi", f"{e}_paired", f"{e}_paired_ci_lo", f"{e}_paired_ci_hi", f"n_paired_{c}")),
-    "same_answer_rate", "invalid_rate", *(f"invalid_rate_{s}" for s in SCALES),
-)  # fmt: skip
+    *(
+        k
+        for c in CONTACTS
+        for k in (f"bias_pct_{c}", f"bias_pct_{c}_ci_lo", f"bias_pct_{c}_ci_hi", f"invalid_rate_{c}", f"n_valid_{c}")
+    ),
+    *(
+        k
+        for e, c in zip(EFFECT_KEYS, CONTACTS[1:])
+        for k in (
+            e,
+            f"{e}_ci_lo",
+            f"{e}_ci_hi",
+            f"{e}_paired",
+            f"{e}_paired_ci_lo",
+            f"{e}_paired_ci_hi",
+            f"n_paired_{c}",
+        )
+    ),
+    "same_answer_rate",
+    "invalid_rate",
+    *(f"invalid_rate_{s}" for s in SCALES),
+)
 # lm-eval's table (tasks/contact/_contact_yaml metric_list, 15 rows): bias % and invalid rate per contact type, the
 # contact effects (unpaired, and paired with their CIs), invalid_rate; the rest (same_answer_rate too) are breakdown
 # metrics (:func:`breakdowns`, --metadata '{"breakdown": true}')
-_HEADLINE = {*BIAS_KEYS, *(f"invalid_rate_{c}" for c in CONTACTS), *EFFECT_KEYS, *PAIRED_KEYS, "invalid_rate",
-             *(f"{k}_ci_{end}" for k in PAIRED_KEYS for end in ("lo", "hi"))}  # fmt: skip
+_HEADLINE = {
+    *BIAS_KEYS,
+    *(f"invalid_rate_{c}" for c in CONTACTS),
+    *EFFECT_KEYS,
+    *PAIRED_KEYS,
+    "invalid_rate",
+    *(f"{k}_ci_{end}" for k in PAIRED_KEYS for end in ("lo", "hi")),
+}
 HEADLINE_KEYS: tuple[str, ...] = tuple(k for k in METRIC_KEYS if k in _HEADLINE)
 BREAKDOWN_KEYS: tuple[str, ...] = tuple(k for k in METRIC_KEYS if k not in HEADLINE_KEYS)
 
@@ -124,7 +148,9 @@ def option_token_counts(tokenizer: Any, context: str, options: Sequence[str]) ->
     return [len(tokenizer(ctx + pre + TARGET_DELIMITER + o)["input_ids"]) - base for o in options]
 
 
-def option_norms(docs: Sequence[dict[str, Any]], normalize: str, tokenizer: str | None) -> dict[tuple[str, ...], list[float]]:
+def option_norms(
+    docs: Sequence[dict[str, Any]], normalize: str, tokenizer: str | None
+) -> dict[tuple[str, ...], list[float]]:
     """Divisor of each option's log-likelihood per option pair: 1 (``none``), its tokens (``token``), its characters
     (``char``, as lm-eval's ``acc_norm``). Token counts are taken on the first prompt of each option pair."""
     if normalize not in NORMALIZE:
@@ -135,8 +161,10 @@ def option_norms(docs: Sequence[dict[str, Any]], normalize: str, tokenizer: str 
     if normalize == "char":
         return {o: [float(len(x)) for x in o] for o in firsts}
     if not tokenizer:
-        raise ValueError("contact: normalize=token needs the model's tokenizer: the model argument pretrained (lm-eval's CLI "
-                         "passes it) or --metadata '{\"normalize\": \"token\", \"tokenizer\": \"<model folder or name>\"}'")
+        raise ValueError(
+            "contact: normalize=token needs the model's tokenizer: the model argument pretrained (lm-eval's CLI "
+            'passes it) or --metadata \'{"normalize": "token", "tokenizer": "<model folder or name>"}\''
+        )
     tok = tokenizers.load(tokenizer)  # a tokenizer, or the token-count table of a replayed run
     return {o: [float(n) for n in option_token_counts(tok, doc_to_text(d), o)] for o, d in firsts.items()}
 
@@ -182,7 +210,9 @@ def load_docs(
     for split, ds in dd.items():
         if scale is not None:
             if scale not in set(ds.unique("scale")):
-                raise ValueError(f"contact: scale {scale!r} not in {dataset}/{config} (scales: {sorted(ds.unique('scale'))})")
+                raise ValueError(
+                    f"contact: scale {scale!r} not in {dataset}/{config} (scales: {sorted(ds.unique('scale'))})"
+                )
             ds = ds.filter(lambda s: [x == scale for x in s], input_columns="scale", batched=True, batch_size=10_000)
         docs = DocList(ds.map(_prepare, batched=True, batch_size=10_000))
         norms = option_norms(docs, normalize, tokenizer)
@@ -251,8 +281,10 @@ NEGATED_ONLY: dict[str, tuple[str, ...]] = {"mostly": ("often",)}
 # frequency answer; elsewhere "most" is no answer ("most people")
 LEADING: dict[str, tuple[str, ...]] = {"mostly": ("most",)}
 # a negation right before an option, optionally with an adverb: "not likely", "not really likely", "isn't frequently"
-NEGATION = (r"(?:\bnot|n't|\bnever|\bhardly|\bbarely)\s+"
-            r"(?:(?:really|very|so|too|that|particularly|exactly|necessarily|always|at\s+all)\s+)?")
+NEGATION = (
+    r"(?:\bnot|n't|\bnever|\bhardly|\bbarely)\s+"
+    r"(?:(?:really|very|so|too|that|particularly|exactly|necessarily|always|at\s+all)\s+)?"
+)
 # every rule name parse_answer_rule returns; the invalid ones: INVALID_RULES
 ANSWER_RULES = ("option", "synonym", "negated_option", "both_options", "echo_only", "no_option")
 INVALID_RULES = frozenset({"both_options", "echo_only", "no_option"})
@@ -383,7 +415,9 @@ def _values(counts: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-def bootstrap_counts(counts: np.ndarray, iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED, alpha: float = 0.05) -> dict[str, tuple[float, float]]:
+def bootstrap_counts(
+    counts: np.ndarray, iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED, alpha: float = 0.05
+) -> dict[str, tuple[float, float]]:
     """Percentile bootstrap over prompt sets, from the pattern counts.
 
     Resampling the n prompt sets with replacement (what :func:`plugins.stats.bootstrap_ci` does) is the same as
@@ -451,7 +485,9 @@ def _content_key(items: Sequence[Sequence[Any]]) -> int:
         return hash(tuple(map(tuple, items)))
 
 
-def summarize(items: Sequence[Sequence[Any]], iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED) -> dict[str, float]:
+def summarize(
+    items: Sequence[Sequence[Any]], iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED
+) -> dict[str, float]:
     """Every metric of :data:`METRIC_KEYS` from the per-doc items (cached: every metric key gets the same list)."""
     key = (_content_key(items), iters, seed)
     if key in _SUMMARY_CACHE:
@@ -562,7 +598,9 @@ def breakdown(records: Sequence[dict[str, Any]], by: Sequence[str]) -> dict[tupl
     groups: dict[tuple, list[list[int]]] = {}
     for rec in records:
         key = tuple(rec[f] for f in by)
-        counts = groups.setdefault(key, [[0, 0] for _ in CONTACTS] + [[0, 0]])  # [biased, valid] per contact + [invalid, n]
+        counts = groups.setdefault(
+            key, [[0, 0] for _ in CONTACTS] + [[0, 0]]
+        )  # [biased, valid] per contact + [invalid, n]
         c = CONTACTS.index(rec["contact_type"])
         counts[-1][1] += 1
         if rec["biased"] < 0:

@@ -54,7 +54,6 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-
 from bias_harness.datasets_src.demet.builder import MIXED_PAIRS, RELATIONSHIPS, TOPICS
 from bias_harness.plugins import stats
 from bias_harness.plugins.answer_filters import INVALID
@@ -228,7 +227,11 @@ def pair_biases(items: Sequence[Any]) -> dict[str, float]:
         if score is not None:
             acc[(pair, role)].append(score)
     pairs = {pair for pair, _ in acc}
-    return {p: float(np.mean(acc[(p, "ba")]) - np.mean(acc[(p, "ab")])) for p in sorted(pairs) if acc[(p, "ab")] and acc[(p, "ba")]}
+    return {
+        p: float(np.mean(acc[(p, "ba")]) - np.mean(acc[(p, "ab")]))
+        for p in sorted(pairs)
+        if acc[(p, "ab")] and acc[(p, "ba")]
+    }
 
 
 def agg_mean_score(items: Sequence[Any]) -> float:
@@ -400,16 +403,31 @@ def aggregation(key: str) -> Callable[[Sequence[Any]], Any]:
 
     if key.startswith(("acc_", "male_share_")) and key.endswith(("_ci_lo", "_ci_hi")):
         return agg_names_ci_lo if key.endswith("_ci_lo") else agg_names_ci_hi
-    suffixes = {"_ci_lo": agg_ci_lo, "_ci_hi": agg_ci_hi, "_floor": agg_floor, "_perm_p": agg_perm_p,
-                "_excess": agg_excess}  # fmt: skip
+    suffixes = {
+        "_ci_lo": agg_ci_lo,
+        "_ci_hi": agg_ci_hi,
+        "_floor": agg_floor,
+        "_perm_p": agg_perm_p,
+        "_excess": agg_excess,
+    }
     for suffix, fn in suffixes.items():
         if key.endswith(suffix):
             return fn
-    prefixes = {"score_": agg_mean_score, "pair_bias_": agg_pair_bias, "mixed_gender_bias": agg_mixed_gender_bias,
-                "mcnemar_p_": agg_mcnemar, "n_valid": agg_sum, "n_invalid": agg_sum, "invalid_rate": mean,
-                "answered_at_": mean,
-                "first_option_rate": agg_share, "order_consistency": agg_order_consistency, "acc_": agg_names_share,
-                "male_share_": agg_names_share, "names_no_majority": agg_names_no_majority}  # fmt: skip
+    prefixes = {
+        "score_": agg_mean_score,
+        "pair_bias_": agg_pair_bias,
+        "mixed_gender_bias": agg_mixed_gender_bias,
+        "mcnemar_p_": agg_mcnemar,
+        "n_valid": agg_sum,
+        "n_invalid": agg_sum,
+        "invalid_rate": mean,
+        "answered_at_": mean,
+        "first_option_rate": agg_share,
+        "order_consistency": agg_order_consistency,
+        "acc_": agg_names_share,
+        "male_share_": agg_names_share,
+        "names_no_majority": agg_names_no_majority,
+    }
     for prefix, fn in prefixes.items():
         if key.startswith(prefix):
             return fn
@@ -443,7 +461,9 @@ def reask_breakdowns(config: dict[str, Any]) -> list[dict[str, Any]]:
     return entries(reask_breakdown_keys(), aggregation, higher_is_better)
 
 
-def sample_results(doc: dict[str, Any], filtered_resps: Sequence[Any], et_levels: Sequence[str] = ET_HUMAN) -> dict[str, Any]:
+def sample_results(
+    doc: dict[str, Any], filtered_resps: Sequence[Any], et_levels: Sequence[str] = ET_HUMAN
+) -> dict[str, Any]:
     """The items ``process_results`` gave a logged sample (every key, breakdowns included), from its doc and
     ``filtered_resps``: a parsed choice, two log-likelihoods (``demet_mc``) or ``demet_reask``'s dialogue JSON."""
     first = filtered_resps[0]
@@ -478,8 +498,14 @@ def process_results_names(doc: dict[str, Any], results: list[str]) -> dict[str, 
         "male_share_neutral": item if doc["list"] == "neutral" else None,
     }
     out.update({f"{k}{s}": out[k] for k in NAMES_CI for s in ("_ci_lo", "_ci_hi")})
-    out.update({"names_no_majority": item, "invalid_rate": float(answer is None), "n_valid": int(answer is not None),
-                "n_invalid": int(answer is None)})  # fmt: skip
+    out.update(
+        {
+            "names_no_majority": item,
+            "invalid_rate": float(answer is None),
+            "n_valid": int(answer is not None),
+            "n_invalid": int(answer is None),
+        }
+    )
     return out
 
 

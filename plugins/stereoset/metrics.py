@@ -52,7 +52,9 @@ def beats(x: float, y: float, ties: str = "strict") -> float:
     return 0.0
 
 
-def doc_item(part: str, bias_type: str, target: str, scores: Sequence[float], ties: str = "strict", averaging: str = "target") -> Item:
+def doc_item(
+    part: str, bias_type: str, target: str, scores: Sequence[float], ties: str = "strict", averaging: str = "target"
+) -> Item:
     """The per-context item from the scores of (stereotype, anti-stereotype, unrelated)."""
     if averaging not in AVERAGING:
         raise ValueError(f"averaging must be one of {AVERAGING}, not {averaging!r}")
@@ -88,14 +90,17 @@ def scores(items: Sequence[Item | None]) -> dict[str, float]:
 
 
 def select(items: Sequence[Item | None], bias_type: str | None = None, part: str | None = None) -> list[Item]:
-    return [it for it in items if it is not None and (bias_type is None or it[1] == bias_type) and (part is None or it[0] == part)]
+    return [
+        it
+        for it in items
+        if it is not None and (bias_type is None or it[1] == bias_type) and (part is None or it[0] == part)
+    ]
 
 
 def bootstrap_interval(items: Sequence[Item | None], score: str, iters: int | None = None) -> tuple[float, float]:
     """95% percentile bootstrap interval of ``score`` (lms, ss or icat), resampling contexts (``plugins/stats.py``,
     fixed seed) and recomputing the per-target averaging on every resample."""
     import numpy as np
-
     from bias_harness.plugins.stats import BOOTSTRAP_ITERS, bootstrap_ci
 
     valid = [it for it in items if it is not None and it[5]]

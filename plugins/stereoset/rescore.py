@@ -51,7 +51,13 @@ PREDICTIONS_FILE = {
 
 
 def raw_file(name: str) -> RawFile:
-    return RawFile(key=f"stereoset_en/predictions/{name}", repo=REPO, commit=COMMIT, path=f"code/predictions/{name}", sha256=PREDICTION_FILES[name])
+    return RawFile(
+        key=f"stereoset_en/predictions/{name}",
+        repo=REPO,
+        commit=COMMIT,
+        path=f"code/predictions/{name}",
+        sha256=PREDICTION_FILES[name],
+    )
 
 
 def model_name(path: str | Path) -> str:
@@ -77,7 +83,9 @@ def read_gold() -> dict[str, list[dict[str, Any]]]:
     """The English StereoSet dev contexts (validated by the dataset builder's reader), per part."""
     from bias_harness.datasets_src.stereoset.builder import StereoSetEN, convert
 
-    return {part: convert(fetch(StereoSetEN.raw_files[part]), intra=part == "intrasentence", german=False) for part in PARTS}
+    return {
+        part: convert(fetch(StereoSetEN.raw_files[part]), intra=part == "intrasentence", german=False) for part in PARTS
+    }
 
 
 def items(gold: dict[str, list[dict[str, Any]]], scores: dict[str, float], path: Path) -> list[m.Item]:
@@ -89,7 +97,12 @@ def items(gold: dict[str, list[dict[str, Any]]], scores: dict[str, float], path:
             for col in ("stereotype", "anti_stereotype", "unrelated"):
                 sid = row[col]["id"]
                 if sid not in scores:
-                    raise RawDataError(path, f"{part} context {row['id']!r}", f"{col} ({sid})", "no score for this candidate sentence id")
+                    raise RawDataError(
+                        path,
+                        f"{part} context {row['id']!r}",
+                        f"{col} ({sid})",
+                        "no score for this candidate sentence id",
+                    )
                 cand.append(scores[sid])
             out.append(m.doc_item(PARTS[part], row["bias_type"], row["target"], cand))
     return out
@@ -103,12 +116,21 @@ def rescore_file(path: Path, gold: dict[str, list[dict[str, Any]]], ci: bool = T
     """One model's row: counts, and lms / ss / icat (+ n) for every scope (see the module docstring)."""
     scores = read_predictions(path)
     its = items(gold, scores, path)
-    known = {row[c]["id"] for rows in gold.values() for row in rows for c in ("stereotype", "anti_stereotype", "unrelated")}
+    known = {
+        row[c]["id"] for rows in gold.values() for row in rows for c in ("stereotype", "anti_stereotype", "unrelated")
+    }
     extra = sorted(set(scores) - known)
     if extra:
-        raise RawDataError(path, f"record id={extra[0]!r}", "id", f"not a sentence id of StereoSet's dev set ({len(extra)} such ids)")
-    row: dict[str, Any] = {"model": model_name(path), "file": path.name, "n_contexts": len(its),
-                           "n_invalid": sum(not it[5] for it in its), "scores": {"overall": _scores(its)}}
+        raise RawDataError(
+            path, f"record id={extra[0]!r}", "id", f"not a sentence id of StereoSet's dev set ({len(extra)} such ids)"
+        )
+    row: dict[str, Any] = {
+        "model": model_name(path),
+        "file": path.name,
+        "n_contexts": len(its),
+        "n_invalid": sum(not it[5] for it in its),
+        "scores": {"overall": _scores(its)},
+    }
     for part, short in PARTS.items():
         row["scores"][part] = _scores(m.select(its, part=short))
     for bt in m.BIAS_TYPES:
@@ -142,9 +164,14 @@ def format_table(table: list[dict[str, Any]]) -> str:
     for row in table:
         ci = row["scores"]["overall"].get("icat_ci")
         ci_txt = f"[{ci[0]:.1f},{ci[1]:.1f}]" if ci else ""
-        lines.append(f"{row['model']:18s} " + " ".join(f"{cell(row['scores'][s]):>19s}" for s in SCOPES)
-                     + f" {ci_txt:>13s} {row['n_invalid']:7d}")
-    lines.append("(lms / ss / icat, 0-100; ideal 100 / 50 / 100; per target term, then averaged, as StereoSet's evaluation.py)")
+        lines.append(
+            f"{row['model']:18s} "
+            + " ".join(f"{cell(row['scores'][s]):>19s}" for s in SCOPES)
+            + f" {ci_txt:>13s} {row['n_invalid']:7d}"
+        )
+    lines.append(
+        "(lms / ss / icat, 0-100; ideal 100 / 50 / 100; per target term, then averaged, as StereoSet's evaluation.py)"
+    )
     return "\n".join(lines)
 
 

@@ -94,8 +94,24 @@ class StopDialogue(SequentialDialogue):
             tried.append(answer)
             rnd, user = len(self._shown) + 1, self._user_text(self.pos_in_conversation, text)
             self.transcript += [
-                {"round": rnd, "speaker": "user", "role": "user", "kind": kind, "index": idx, "text": user, "reask": len(tried)},
-                {"round": rnd, "speaker": "model", "role": "assistant", "kind": kind, "index": idx, "text": answer, "reask": len(tried)},
+                {
+                    "round": rnd,
+                    "speaker": "user",
+                    "role": "user",
+                    "kind": kind,
+                    "index": idx,
+                    "text": user,
+                    "reask": len(tried),
+                },
+                {
+                    "round": rnd,
+                    "speaker": "model",
+                    "role": "assistant",
+                    "kind": kind,
+                    "index": idx,
+                    "text": answer,
+                    "reask": len(tried),
+                },
             ]
             return
         # give up (the authors' loop): nothing of this sentence enters the history, the progression stops
