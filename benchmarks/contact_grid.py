@@ -87,7 +87,8 @@ def main() -> None:
         t,
     )
     print(
-        f"  certainty: bias_pct_none={summaries[0]['bias_pct_none']:.2f} effect_positive={summaries[0]['effect_positive']:.2f}"
+        f"  certainty: bias_pct_none={summaries[0]['bias_pct_none']:.2f} "
+        f"effect_positive={summaries[0]['effect_positive']:.2f}"
     )
     project = sum(
         t[k]
@@ -98,7 +99,8 @@ def main() -> None:
         )
     )
     print(
-        f"{'project overhead (load_docs + hooks + aggregation)':<58} {project:8.2f} s   ratio to the {GOAL_S:.0f} s goal: {project / GOAL_S:.2f}"
+        f"{'project overhead (load_docs + hooks + aggregation)':<58} {project:8.2f} s   ratio to the {GOAL_S:.0f} s "
+        f"goal: {project / GOAL_S:.2f}"
     )
 
     if args.lm_eval:
@@ -126,7 +128,8 @@ def main() -> None:
         total = t["lm_eval.simple_evaluate, group 'contact', instant model"]
         print(f"  group bias_pct_none={res['results']['contact']['bias_pct_none,none']:.2f}")
         print(
-            f"{'full lm-eval run (project + lm-eval bookkeeping)':<58} {total:8.2f} s   ratio to the {GOAL_S:.0f} s goal: {total / GOAL_S:.2f}"
+            f"{'full lm-eval run (project + lm-eval bookkeeping)':<58} {total:8.2f} s   ratio to the {GOAL_S:.0f} s "
+            f"goal: {total / GOAL_S:.2f}"
         )
 
 

@@ -69,7 +69,8 @@ def main() -> None:
     texts = sentences(args.sentences)
     n_tokens = sum(len(tok(t)["input_ids"]) - 2 for t in texts)
     print(
-        f"model: random BERT, {args.layers} layers, hidden {args.hidden}, {sum(p.numel() for p in model.parameters()):,} params"
+        f"model: random BERT, {args.layers} layers, hidden {args.hidden}, "
+        f"{sum(p.numel() for p in model.parameters()):,} params"
     )
     print(f"{len(texts)} sentences, {n_tokens} masked positions (avg {n_tokens / len(texts):.1f} per sentence)")
 

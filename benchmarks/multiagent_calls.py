@@ -105,8 +105,8 @@ def main() -> None:
     print(f"  {'one conversation/call':<22} {oc:>21} {op:>9} {os_:>8.2f}")
     print(f"  {'one prompt/call (authors)':<22} {per_prompt_calls:>19} {per_prompt_calls:>9} {'-':>8}")
     print(
-        f"  calls ratio one-at-a-time / lockstep = {oc / lc:.1f}x; per-prompt / lockstep = {per_prompt_calls / lc:.1f}x; "
-        f"wall ratio (instant model) = {os_ / ls:.2f}x"
+        f"  calls ratio one-at-a-time / lockstep = {oc / lc:.1f}x; per-prompt / lockstep = "
+        f"{per_prompt_calls / lc:.1f}x; wall ratio (instant model) = {os_ / ls:.2f}x"
     )
 
     if args.tiny > 0:

@@ -92,7 +92,8 @@ def main() -> None:
     gen = {"until": ["\n\n"], "max_gen_toks": args.max_gen_toks, "do_sample": False}
     print(f"model={args.model} batch_size={args.batch_size} max_gen_toks={args.max_gen_toks} chat={args.chat}")
     print(
-        f"{'N':>5} {'lockstep calls':>14} {'baseline calls':>14} {'calls ratio':>11} {'lockstep s':>10} {'baseline s':>10} {'time ratio':>10}"
+        f"{'N':>5} {'lockstep calls':>14} {'baseline calls':>14} {'calls ratio':>11} {'lockstep s':>10} "
+        f"{'baseline s':>10} {'time ratio':>10}"
     )
     for n in args.sizes:
         sub = docs[:: max(1, len(docs) // n)][:n]  # spread over severities
@@ -106,7 +107,8 @@ def main() -> None:
         t_base, c_base = time.perf_counter() - t0, calls["n"]
         same = "identical" if lock == base else "DIFFERENT transcripts"
         print(
-            f"{n:5d} {c_lock:14d} {c_base:14d} {c_base / c_lock:11.1f} {t_lock:10.2f} {t_base:10.2f} {t_base / t_lock:10.1f}  ({same})"
+            f"{n:5d} {c_lock:14d} {c_base:14d} {c_base / c_lock:11.1f} {t_lock:10.2f} {t_base:10.2f} "
+            f"{t_base / t_lock:10.1f}  ({same})"
         )
 
 

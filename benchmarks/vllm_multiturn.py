@@ -135,7 +135,9 @@ def main() -> None:
     if "hf" in results and "vllm" in results:
         hf, (vl, st) = results["hf"][0]["wall"], results["vllm"]
         print(
-            f"\nhf / vllm wall time: {hf / vl['wall']:.2f}x without vLLM's start-up, {hf / (vl['wall'] + st):.2f}x with it"
+            "\n"
+            f"hf / vllm wall time: {hf / vl['wall']:.2f}x without vLLM's start-up, {hf / (vl['wall'] + st):.2f}x with "
+            "it"
         )
 
 
