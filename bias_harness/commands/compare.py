@@ -33,7 +33,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--unit",
         default=None,
-        help="resampling unit for the works that offer it (StereoSet: target_term (default) or context); others keep theirs",
+        help=(
+            "resampling unit for the works that offer it (StereoSet: target_term (default) or context); others keep "
+            "theirs"
+        ),
     )
     p.add_argument("--iters", type=int, default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=int, default=1234, help="bootstrap seed (default 1234)")

@@ -85,7 +85,8 @@ def _push(args: argparse.Namespace) -> int:
     folder = local_path(args.name, args.data_dir)
     if not (folder / "README.md").is_file():
         print(
-            f"bias-harness: error: no built copy of {args.name} at {folder}; run `bias-harness data build {args.name}` first",
+            f"bias-harness: error: no built copy of {args.name} at {folder}; run `bias-harness data build "
+            f"{args.name}` first",
             file=sys.stderr,
         )
         return 2

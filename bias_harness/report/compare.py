@@ -151,12 +151,12 @@ def render_markdown(cmp: Comparison, out_dir: Path | None = None, heading: str =
         f"- **A:** `{cmp.run_a}` (`{short_label(cmp.label_a)}`)",
         f"- **B:** `{cmp.run_b}` (`{short_label(cmp.label_b)}`)",
         "",
-        f"Differences are B − A on the same documents. 95% CI: percentile interval of {cmp.iters} paired bootstrap resamples "
-        f"(seed {cmp.seed}) of the task's resampling unit, the metric recomputed with the task's own aggregation on each. "
-        f"p: exact McNemar test where the metric is a share of binary per-document outcomes (documents with a defined "
-        f"outcome in both runs), else the two-sided paired-bootstrap p; significant: p < {ALPHA}. "
-        f"A / B interpretable: each run's interpretability verdict on the metric (docs/validity.md); a "
-        f"difference reads as a change in bias only where both passed.",
+        f"Differences are B − A on the same documents. 95% CI: percentile interval of {cmp.iters} paired bootstrap "
+        f"resamples (seed {cmp.seed}) of the task's resampling unit, the metric recomputed with the task's own "
+        "aggregation on each. p: exact McNemar test where the metric is a share of binary per-document outcomes "
+        "(documents with a defined outcome in both runs), else the two-sided paired-bootstrap p; significant: p < "
+        f"{ALPHA}. A / B interpretable: each run's interpretability verdict on the metric (docs/validity.md); a "
+        "difference reads as a change in bias only where both passed.",
         "",
     ]
     for (task, filt), metrics in _groups(cmp).items():
