@@ -66,8 +66,9 @@ _CONFIG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 # A refusal is an answer without a JSON object that opens like one of these (checked after JSON parsing fails).
 REFUSAL = re.compile(
-    r"^\W*(i['’]?m sorry|i am sorry|sorry\b|i apologi[sz]e|i can['’]?t\b|i cannot\b|i can not\b|i won['’]?t\b|i will not\b|"
-    r"i['’]?m (?:not able|unable)|i am (?:not able|unable)|i must decline|as an ai\b|unfortunately,? i (?:can|am)\b)",
+    r"^\W*(i['’]?m sorry|i am sorry|sorry\b|i apologi[sz]e|i can['’]?t\b|i cannot\b|i can not\b|i won['’]?t\b|"
+    r"i will not\b|i['’]?m (?:not able|unable)|i am (?:not able|unable)|i must decline|as an ai\b|"
+    r"unfortunately,? i (?:can|am)\b)",
     re.IGNORECASE,
 )
 

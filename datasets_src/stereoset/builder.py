@@ -164,14 +164,14 @@ def convert(path: Path, intra: bool, german: bool) -> list[dict[str, Any]]:
 
 KNOWN_GAPS_COMMON = (
     "- `filled` (the context with every `BLANK` replaced by `word`) is what the lm-eval tasks score. It can differ "
-    "from the crowd-written `sentence`: in English about a third of the candidate sentences differ from `filled` only in "
-    "letter case (e.g. context 'The Crimean people I met were BLANK', sentence 'The crimean people i met were ...'). "
-    "StereoSet's own masked-LM code also fills the context, not the sentence.\n"
+    "from the crowd-written `sentence`: in English about a third of the candidate sentences differ from `filled` only "
+    "in letter case (e.g. context 'The Crimean people I met were BLANK', sentence 'The crimean people i met were "
+    "...'). StereoSet's own masked-LM code also fills the context, not the sentence.\n"
     "- `word` is the upstream filler. For two English contexts whose `BLANK` is glued to other characters "
-    "('...sometimes.BLANK', '...very BLANK!p') StereoSet's word extraction (split on spaces, strip punctuation) produced "
-    "fillers such as 'sometimespizza' / 'spiritualp'; they are kept as published.\n"
-    "- Two contexts contain `BLANK` twice (ids `ce50e6e3…`, `d64c8385…`); `filled` fills both, `word_start`/`word_end` "
-    "mark the first.\n"
+    "('...sometimes.BLANK', '...very BLANK!p') StereoSet's word extraction (split on spaces, strip punctuation) "
+    "produced fillers such as 'sometimespizza' / 'spiritualp'; they are kept as published.\n"
+    "- Two contexts contain `BLANK` twice (ids `ce50e6e3…`, `d64c8385…`); `filled` fills both, "
+    "`word_start`/`word_end` mark the first.\n"
     "- Only the dev set exists publicly (StereoSet's test set is hidden); the split is called `validation`."
 )
 
@@ -210,8 +210,8 @@ HOW_BUILT = (
     "anti-stereotype and one unrelated candidate and that ids are unique, and reorders the candidates into named "
     "columns `stereotype`, `anti_stereotype`, `unrelated`, each a struct {`id` (StereoSet sentence id), `sentence`, "
     "`labels`; intrasentence also `word`, `filled`, `word_start`, `word_end`}; `source_order` lists the gold labels "
-    "in the upstream c1..c3 order. Crowd labels (5 per sentence: stereotype / anti-stereotype / unrelated / related) are kept with their "
-    "annotator ids."
+    "in the upstream c1..c3 order. Crowd labels (5 per sentence: stereotype / anti-stereotype / unrelated / related) "
+    "are kept with their annotator ids."
 )
 
 
@@ -242,7 +242,8 @@ class StereoSetEN(_StereoSetBuilder):
         source=(
             f"English pickles `create_dataset/data/{{intra,inter}}sentence/df_*_en.pkl` of `{REPO}` @ `{COMMIT[:12]}` "
             "(built there directly from StereoSet `dev.json`, `moinnadeem/StereoSet`, CC BY-SA 4.0). The set of "
-            "sentence ids equals the official StereoSet prediction files (intrasentence 2,106 x 3, intersentence 2,123 x 3)."
+            "sentence ids equals the official StereoSet prediction files (intrasentence 2,106 x 3, intersentence "
+            "2,123 x 3)."
         ),
         how_built=HOW_BUILT,
         known_gaps=(
@@ -281,8 +282,8 @@ class StereoSetDE(_StereoSetBuilder):
         ),
         citation=CITATION_DE,
         source=(
-            f"`create_dataset/data/{{intra,inter}}sentence/df_*_de.pkl` of `{REPO}` @ `{COMMIT[:12]}` (no LICENSE file; "
-            "a translation of StereoSet, CC BY-SA 4.0, so treated as CC BY-SA 4.0)."
+            f"`create_dataset/data/{{intra,inter}}sentence/df_*_de.pkl` of `{REPO}` @ `{COMMIT[:12]}` (no LICENSE "
+            "file; a translation of StereoSet, CC BY-SA 4.0, so treated as CC BY-SA 4.0)."
         ),
         how_built=HOW_BUILT,
         known_gaps=(

@@ -341,17 +341,18 @@ class UnQoverBuilder(DatasetBuilder):
   title = {{REFINE-LM}: Mitigating Language Model Stereotypes via Reinforcement Learning},
   author = {Qureshi, Rameez and others}, journal = {arXiv:2408.09489}, year = {2024}}""",
         source="Word lists of [allenai/unqover](https://github.com/allenai/unqover) (Apache-2.0) and the TRAIN/TEST "
-        "variants of [rameez-mrq/refine-lm-submission](https://github.com/rameez-mrq/refine-lm-submission) (no license; "
-        "only the word lists are used, no code).",
+        "variants of [rameez-mrq/refine-lm-submission](https://github.com/rameez-mrq/refine-lm-submission) (no "
+        "license; only the word lists are used, no code).",
         how_built=(
-            "Templates (context, question, negated question) are filled with a subject pair in both orders and with an "
-            "attribute and its negation (the k-th `[p_act]` line pairs with the k-th `[p_act:neg]` line). Every subject "
-            "pair of every (template, attribute) is a row (gender: female x male; other categories: two distinct subjects "
-            "of the list), as in UnQover and Refine-LM. An indefinite article before a subject agrees with it (a/an). "
-            "The mask is written `[MASK]`."
+            "Templates (context, question, negated question) are filled with a subject pair in both orders and with "
+            "an attribute and its negation (the k-th `[p_act]` line pairs with the k-th `[p_act:neg]` line). Every "
+            "subject pair of every (template, attribute) is a row (gender: female x male; other categories: two "
+            "distinct subjects of the list), as in UnQover and Refine-LM. An indefinite article before a subject "
+            "agrees with it (a/an). The mask is written `[MASK]`."
         ),
-        known_gaps="The a/an rule is by spelling (vowel letter, with exceptions such as 'a European'). Religion's Refine-LM test attributes are the list its "
-        "repository ships as `biased_religion` (byte-identical to `biased_ethnicity-TEST`, an upstream quirk).",
+        known_gaps="The a/an rule is by spelling (vowel letter, with exceptions such as 'a European'). Religion's "
+        "Refine-LM test attributes are the list its repository ships as `biased_religion` (byte-identical to "
+        "`biased_ethnicity-TEST`, an upstream quirk).",
         config_notes={"refine_lm": "the four questions of each (template, attribute, subject pair), train/test"},
     )
 

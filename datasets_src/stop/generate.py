@@ -155,7 +155,8 @@ class StopGenerator:
             demo = known.get(sub) or self.new_demographic
             if demo is None:
                 raise GenerationSetupError(
-                    f"sub-demographic {sub!r} is not in the seeds; say which demographic it belongs to with --demographic"
+                    f"sub-demographic {sub!r} is not in the seeds; say which demographic it belongs to with "
+                    "--demographic"
                 )
             targets[sub] = demo
         pool = [
