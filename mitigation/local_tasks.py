@@ -62,7 +62,8 @@ def write_bbq_local_task(
     task = task or ("bbq_local" if variant == "multiple_choice" else "bbq_local_generate")
     files = bbq_files(data_dir)
     lines = [
-        f"# lm-eval's {base.stem} on local BBQ files ({len(files)} categories); written by bias_harness.mitigation.local_tasks",
+        f"# lm-eval's {base.stem} on local BBQ files ({len(files)} categories); written by "
+        "bias_harness.mitigation.local_tasks",
         f"include: {base}",
         f"task: {task}",
         "tag: []",
@@ -95,7 +96,8 @@ def write_crows_local_task(out_dir: str | Path, csv: str | Path | None = None, t
     if not Path(csv).is_file():
         raise FileNotFoundError(f"CrowS-Pairs CSV not found: {csv}")
     lines = [
-        "# lm-eval's crows_pairs_english on the original CrowS-Pairs CSV; written by bias_harness.mitigation.local_tasks",
+        "# lm-eval's crows_pairs_english on the original CrowS-Pairs CSV; written by "
+        "bias_harness.mitigation.local_tasks",
         f"include: {base}",
         f"task: {task}",
         "tag: []",

@@ -114,7 +114,10 @@ def _table(rows: list[MetricRow], comparison: Any = None, verdicts: Verdicts | N
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         delta = "–" if r.delta is None else f"{r.delta:+.3f}"
-        line = f"| {r.task} | {r.metric} | {r.filter} | {_num(r.before)}{_ci(r.before_ci)} | {_num(r.after)}{_ci(r.after_ci)} | {delta} |"
+        line = (
+            f"| {r.task} | {r.metric} | {r.filter} | {_num(r.before)}{_ci(r.before_ci)} | "
+            f"{_num(r.after)}{_ci(r.after_ci)} | {delta} |"
+        )
         if judged:
             vb, va = verdicts.get((r.task, r.metric), (None, None))
             line += f" {_yes_no(vb)} / {_yes_no(va)} |"

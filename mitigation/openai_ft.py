@@ -124,8 +124,8 @@ def run_openai(
         if job.get("status") != "succeeded":
             return 1
         print(
-            "evaluate it with: bias-harness eval --model openai-chat-completions "
-            f"--model_args model={job.get('fine_tuned_model')} --tasks {','.join(recipe.eval_tasks(opts))} --apply_chat_template"
+            "evaluate it with: bias-harness eval --model openai-chat-completions --model_args "
+            f"model={job.get('fine_tuned_model')} --tasks {','.join(recipe.eval_tasks(opts))} --apply_chat_template"
         )
     return 0
 
