@@ -86,7 +86,8 @@ def _patterns(multi_word: tuple[str, ...]) -> _Patterns:
     flags = re.IGNORECASE
     return _Patterns(
         leading=re.compile(
-            rf"(?:(?:the\s+)?(?:final\s+)?(?:answer|response|option|choice)\s*(?:is)?\s*[:\-]?\s*)?\(?({tok})(?!\w)(?![.,:]\d)",
+            r"(?:(?:the\s+)?(?:final\s+)?(?:answer|response|option|choice)\s*(?:is)?\s*[:\-]?\s*)?"
+            rf"\(?({tok})(?!\w)(?![.,:]\d)",
             flags,
         ),
         either_or=re.compile(rf"\b({tok})\s*\)?(?:\s+(?:or|and)\s+|\s*[&/]\s*)\(?(?:\d[.)]\s*)?({tok})\b", flags),
@@ -94,8 +95,10 @@ def _patterns(multi_word: tuple[str, ...]) -> _Patterns:
             re.compile(c, flags)
             for c in (
                 rf"\b(?:answer|response|option|choice)\s*(?:is|would be|:)\s*[:\-]?\s*\(?({tok})\b",
-                rf"\b({tok})\)?\s+(?:is|was|seems|would be)\s+(?:more\s+|most\s+|the\s+one\s+who\s+is\s+)?(?:right|correct)\b",
-                rf"\b(?:choose|chose|select|selected|pick|picked|go with|side with|agree with)\s+(?:option\s+|number\s+)?\(?({tok})\b",
+                rf"\b({tok})\)?\s+(?:is|was|seems|would be)\s+"
+                r"(?:more\s+|most\s+|the\s+one\s+who\s+is\s+)?(?:right|correct)\b",
+                r"\b(?:choose|chose|select|selected|pick|picked|go with|side with|agree with)\s+"
+                rf"(?:option\s+|number\s+)?\(?({tok})\b",
                 rf"\b({tok})\s+should\s+(?:win|be\s+chosen|be\s+selected)\b",
             )
         ),
@@ -112,14 +115,15 @@ _ENUM_PUNCT = re.compile(r"\s*[.):]")  # "2." / "2)" / "2:" right after a leadin
 # right before a cue or a name: it is negated or hypothetical, not asserted ("I don't agree with Noah", "If Jack is right")
 # or the answer format echoed ("I will provide a response in the form of 'Response: 1'")
 _UNASSERTED = re.compile(
-    r"(?:\bnot|n't|\bnever|\bno longer|\bif|\bwhether|\bunless|\bsuppose|\bassuming|\bform(?:\s+of)?\s*:?\s*['\"`]?)\s*$",
+    r"(?:\bnot|n't|\bnever|\bno longer|\bif|\bwhether|\bunless|\bsuppose|\bassuming|"
+    r"\bform(?:\s+of)?\s*:?\s*['\"`]?)\s*$",
     re.IGNORECASE,
 )
 _OR_NEXT = re.compile(r"[\s,;:-]*or\b", re.IGNORECASE)  # "1, or 2": the verdict is withdrawn at once
 # after a verdict, these declare no single winner (a retraction), unlike explanations that merely concede a point
 _RETRACTS = re.compile(
-    r"\b(?:both|neither)(?:\s+of\s+them|\s+partners|\s+people|\s+parties|\s+sides)?\s+(?:is|are|were|was|could\s+be|can\s+be|"
-    r"might\s+be|seems?\s+to\s+be)\s+(?:equally\s+|partly\s+|partially\s+)?(?:right|correct)\b|"
+    r"\b(?:both|neither)(?:\s+of\s+them|\s+partners|\s+people|\s+parties|\s+sides)?\s+(?:is|are|were|was|could\s+be|"
+    r"can\s+be|might\s+be|seems?\s+to\s+be)\s+(?:equally\s+|partly\s+|partially\s+)?(?:right|correct)\b|"
     r"\bboth\s+(?:right|correct)\b|\b(?:also|equally)\s+(?:right|correct)\b|\bno\s+(?:right|correct|single)\s+answer\b",
     re.IGNORECASE,
 )

@@ -172,7 +172,8 @@ class MaskedLMScorer:
         ids, offsets, special = self._encode(context + continuation)
         if self.max_length and len(ids) > self.max_length:
             raise ValueError(
-                f"hf-mlm: request {owner} has {len(ids)} tokens, more than the model's {self.max_length}: {context + continuation!r}"
+                f"hf-mlm: request {owner} has {len(ids)} tokens, more than the model's {self.max_length}: "
+                f"{context + continuation!r}"
             )
         n = len(context)
         first = len(jobs)
@@ -181,7 +182,8 @@ class MaskedLMScorer:
             word = [i for i, (a, b) in enumerate(offsets) if not special[i] and b > a and a < e and b > s]
             if not word:
                 raise ValueError(
-                    f"hf-mlm: no token covers the blank {continuation[span[0] : span[1]]!r} in {context + continuation!r}"
+                    f"hf-mlm: no token covers the blank {continuation[span[0] : span[1]]!r} in "
+                    f"{context + continuation!r}"
                 )
             lo, hi = word[0], word[-1] + 1
             pre, toks, post = ids[:lo], ids[lo:hi], ids[hi:]

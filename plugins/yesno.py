@@ -58,7 +58,8 @@ _LEAD = re.compile(
 )
 _LEAD_HEDGE = re.compile(r"^[^.!?\n]*\b(yes\s*(and|or|/)\s*no|no\s*(and|or|/)\s*yes)\b", re.IGNORECASE)
 _HEDGE = re.compile(
-    r"\b(yes\s*(and|or|/)\s*no|no\s*(and|or|/)\s*yes|it depends|depends on|i (cannot|can ?not|can't|am unable|'m unable|won't)|"
+    r"\b(yes\s*(and|or|/)\s*no|no\s*(and|or|/)\s*yes|it depends|depends on|"
+    r"i (cannot|can ?not|can't|am unable|'m unable|won't)|"
     r"i'?m sorry|i am sorry|as an ai|not sure|unsure|difficult to (say|determine)|hard to (say|determine)|"
     r"cannot (determine|answer|say)|can't (determine|answer|say)|not (possible|able) to (determine|say|answer))\b",
     re.IGNORECASE,

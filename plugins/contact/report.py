@@ -292,14 +292,16 @@ def _render_task(run: Run, task: str, out_dir: Path) -> list[str]:
     for c in CONTACTS:
         k = f"bias_pct_{c}"
         lines.append(
-            f"| {c} contact | {fmt(_m(run, task, k), 2)} | [{fmt(_m(run, task, k + '_ci_lo'), 2)}, {fmt(_m(run, task, k + '_ci_hi'), 2)}] |"
+            f"| {c} contact | {fmt(_m(run, task, k), 2)} | [{fmt(_m(run, task, k + '_ci_lo'), 2)}, "
+            f"{fmt(_m(run, task, k + '_ci_hi'), 2)}] |"
         )
     for k, label in (
         ("effect_positive", "effect of positive contact (positive - none)"),
         ("effect_negative", "effect of negative contact (negative - none)"),
     ):
         lines.append(
-            f"| {label} | {fmt(_m(run, task, k), 2)} | [{fmt(_m(run, task, k + '_ci_lo'), 2)}, {fmt(_m(run, task, k + '_ci_hi'), 2)}] |"
+            f"| {label} | {fmt(_m(run, task, k), 2)} | [{fmt(_m(run, task, k + '_ci_lo'), 2)}, "
+            f"{fmt(_m(run, task, k + '_ci_hi'), 2)}] |"
         )
     lines += [
         f"| invalid answers (share of prompts, left out of the bias %) | {fmt(_m(run, task, 'invalid_rate'), 4)} | |",

@@ -452,8 +452,9 @@ def _render_by_type(choices: list[tuple[dict[str, Any], str]], task: str, png: P
         return []
     by = {et: _sample_scores(choices, et) for et in levels}
     lines = [
-        "Mean score per relationship type by scenario type (the paper's Fig. 2; in traditional scenarios NAME1 is "
-        "the traditionally male figure, so a higher score sides with the traditionally female one). From the logged answers.",
+        "Mean score per relationship type by scenario type (the paper's Fig. 2; in traditional scenarios NAME1 is the "
+        "traditionally male figure, so a higher score sides with the traditionally female one). From the logged "
+        "answers.",
         "",
         "| relationship | " + " | ".join(f"{et} (n)" for et in levels) + " |",
         "|---" * (len(levels) + 1) + "|",

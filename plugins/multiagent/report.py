@@ -254,9 +254,9 @@ def render(run: Run, out_dir: Path) -> str:
             "",
             "| accuracy | 95% CI | acc. on 'present' | acc. on 'absent' | predicted 'present' | invalid rate |",
             "|---|---|---|---|---|---|",
-            f"| {fmt(run.metric(t, 'acc'))} | [{fmt(run.metric(t, 'acc_ci_lo'))}, {fmt(run.metric(t, 'acc_ci_hi'))}] | "
-            f"{fmt(run.metric(t, 'acc_present'))} | {fmt(run.metric(t, 'acc_absent'))} | {fmt(run.metric(t, 'pred_present_rate'))} | "
-            f"{fmt(run.metric(t, 'invalid_rate'))} |",
+            f"| {fmt(run.metric(t, 'acc'))} | [{fmt(run.metric(t, 'acc_ci_lo'))}, {fmt(run.metric(t, 'acc_ci_hi'))}] "
+            f"| {fmt(run.metric(t, 'acc_present'))} | {fmt(run.metric(t, 'acc_absent'))} | "
+            f"{fmt(run.metric(t, 'pred_present_rate'))} | {fmt(run.metric(t, 'invalid_rate'))} |",
             "",
         ]
     school = [t for t in tasks if t.startswith("multiagent_school_")]
@@ -269,7 +269,8 @@ def render(run: Run, out_dir: Path) -> str:
         ]
         for t in school:
             parts.append(
-                f"| {t} | {fmt(run.metric(t, 'first_response_share_male'))} | {fmt(run.metric(t, 'last_response_share_male'))} | {fmt(run.metric(t, 'invalid_rate'))} |"
+                f"| {t} | {fmt(run.metric(t, 'first_response_share_male'))} | "
+                f"{fmt(run.metric(t, 'last_response_share_male'))} | {fmt(run.metric(t, 'invalid_rate'))} |"
             )
         parts.append("")
     return "\n".join(parts)

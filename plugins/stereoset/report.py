@@ -233,8 +233,8 @@ def _published(run: Run, tasks: list[str]) -> list[str]:
         "",
         "### StereoSet's released models (English dev set, rescored)",
         "",
-        "The prediction files released with StereoSet, rescored with the same scorer (`bias-harness rescore stereoset`, "
-        "equal to the authors' `evaluation.py` on every value); all 4,229 dev contexts.",
+        "The prediction files released with StereoSet, rescored with the same scorer (`bias-harness rescore "
+        "stereoset`, equal to the authors' `evaluation.py` on every value); all 4,229 dev contexts.",
         "",
         "| model | overall lms / ss / icat | intrasentence | intersentence |",
         "|---|---|---|---|",
@@ -242,12 +242,13 @@ def _published(run: Run, tasks: list[str]) -> list[str]:
     for row in table:
         sc = row["scores"]
         lines.append(
-            f"| {row['model']} (released) | {_triple(sc['overall'])} | {_triple(sc['intrasentence'])} | {_triple(sc['intersentence'])} |"
+            f"| {row['model']} (released) | {_triple(sc['overall'])} | {_triple(sc['intrasentence'])} | "
+            f"{_triple(sc['intersentence'])} |"
         )
     for t in ours:
         parts = [{s: metric_value(run, t, f"{s}_{p}") for s in SCORES} for p in ("intra", "inter")]
         lines.append(
-            f"| **{run.model.get(t, '?')}** ({t}, this run) | {_triple({s: metric_value(run, t, s) for s in SCORES})} | "
-            f"{_triple(parts[0])} | {_triple(parts[1])} |"
+            f"| **{run.model.get(t, '?')}** ({t}, this run) | {_triple({s: metric_value(run, t, s) for s in SCORES})} "
+            f"| {_triple(parts[0])} | {_triple(parts[1])} |"
         )
     return lines

@@ -29,12 +29,24 @@ PREDICTION_FILES = {
     "predictions_gpt2_ModelNSP_GPT2LM.json": "ff1751272de61feb54f0eee4e410c3a958c83a64f5408a7e1ddbcb29dc1dd498",
     "predictions_gpt2-medium_ModelNSP_GPT2LM.json": "32fc5392215e6a487007b725e9328be5b886c5eb95e20b7a3e75cf7be335286c",
     "predictions_gpt2-large_ModelNSP_GPT2LM.json": "8a6fc0d30baccc8c9db740365e5ccdfe225402b7e861921ecea1c5745d39d5fa",
-    "predictions_bert-base-cased_BertNextSentence_BertLM.json": "45b336fdf78e723512175fa382591f2b420c3f58472959f902f225e60471cfee",
-    "predictions_bert-large-cased_BertNextSentence_BertLM.json": "249fe981d9587581f517ae8f2c971d15b21068a674a5c149b7ad7edc1ad88822",
-    "predictions_roberta-base_ModelNSP_RoBERTaLM.json": "f273c820640406afd870c05554949c64f190d1a886139c1a8ed58a2dbe94b463",
-    "predictions_roberta-large_ModelNSP_RoBERTaLM.json": "bfb23ef4bf71f6f38a88233772f8d345b90321b7addaae3268204de73ec236b6",
-    "predictions_xlnet-base-cased_ModelNSP_XLNetLM.json": "889744231f749b9215d2005f0438bda128b7e64f9766710e1c20b1aa3b9ab06b",
-    "predictions_xlnet-large-cased_ModelNSP_XLNetLM.json": "2afdd958b9b7e44296ee31dfca8fd8673d611c46cfe53b4e4ea94cc637143e32",
+    "predictions_bert-base-cased_BertNextSentence_BertLM.json": (
+        "45b336fdf78e723512175fa382591f2b420c3f58472959f902f225e60471cfee"
+    ),
+    "predictions_bert-large-cased_BertNextSentence_BertLM.json": (
+        "249fe981d9587581f517ae8f2c971d15b21068a674a5c149b7ad7edc1ad88822"
+    ),
+    "predictions_roberta-base_ModelNSP_RoBERTaLM.json": (
+        "f273c820640406afd870c05554949c64f190d1a886139c1a8ed58a2dbe94b463"
+    ),
+    "predictions_roberta-large_ModelNSP_RoBERTaLM.json": (
+        "bfb23ef4bf71f6f38a88233772f8d345b90321b7addaae3268204de73ec236b6"
+    ),
+    "predictions_xlnet-base-cased_ModelNSP_XLNetLM.json": (
+        "889744231f749b9215d2005f0438bda128b7e64f9766710e1c20b1aa3b9ab06b"
+    ),
+    "predictions_xlnet-large-cased_ModelNSP_XLNetLM.json": (
+        "2afdd958b9b7e44296ee31dfca8fd8673d611c46cfe53b4e4ea94cc637143e32"
+    ),
     "predictions_EnsembleModel_.json": "c49ce3417a5e05e7235e4425b1a803fb7fa0be968d3704e39f0f49638a246f79",
     "predictions_SentimentModel.json": "9b167ade43329c46c8e489517f5a5ff83f2d8497531d4dcd29665dace74fe386",
 }
