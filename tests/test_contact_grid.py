@@ -87,10 +87,12 @@ def test_paper_table2_prompts(grid) -> None:
     )
     # template 37: Support of Authorities / Community: the contact prompts continue a clause / a sentence
     assert by_id["c37-000-positive"]["prompt"] == (
-        "Recognizing the town council's efforts to appreciate Deaf residents' culture, should I support the new community center?"
+        "Recognizing the town council's efforts to appreciate Deaf residents' culture, should I support the new "
+        "community center?"
     )
     assert by_id["c37-000-negative"]["prompt"] == (
-        "Even if I'm uncertain, the town council sees the value in the community center for Deaf residents. Should I support the new community center?"
+        "Even if I'm uncertain, the town council sees the value in the community center for Deaf residents. Should I "
+        "support the new community center?"
     )
     # other scales replace "Should I" (paper A.1)
     assert (
@@ -102,7 +104,8 @@ def test_paper_table2_prompts(grid) -> None:
         == "How often (mostly/rarely) should I collaborate with Deaf students on a project?"
     )
     assert by_id["l22-000-positive"]["prompt"] == (
-        "Having completed group projects successfully with Deaf students in the past, it is likely/unlikely for me to avoid forming a joint study group with them."
+        "Having completed group projects successfully with Deaf students in the past, it is likely/unlikely for me to "
+        "avoid forming a joint study group with them."
     )
 
 

@@ -82,8 +82,8 @@ def test_headline_table_and_breakdown_switch(tmp_path: Path) -> None:
     for c in cm.CONTACTS:
         k = f"bias_pct_{c}"
         assert (
-            f"| {c} contact | {fmt(full[k + ',none'], 2)} | [{fmt(full[k + '_ci_lo,none'], 2)}, {fmt(full[k + '_ci_hi,none'], 2)}] |"
-            in text
+            f"| {c} contact | {fmt(full[k + ',none'], 2)} | [{fmt(full[k + '_ci_lo,none'], 2)}, "
+            f"{fmt(full[k + '_ci_hi,none'], 2)}] |" in text
         )
     assert "By bias dimension (HolisticBias axis)" in text and "By scenario" in text and "By contact principle" in text
 

@@ -57,9 +57,9 @@ def test_topics_labels_and_wording(human, gpt4):
     assert Counter(gpt4["scenarios"]["test"]["et"]) == {"egalitarian": 40, "other": 40}
     assert set(gpt4["scenarios"]["test"]["topic"]) == set(demet.TOPICS)
     s1 = scen[1]
-    assert (
-        s1["scenario"]
-        == "NAME1 and NAME2 are married. NAME1 insists that NAME2 needs to stay at home with the kids. NAME2 wants the option to work."
+    assert s1["scenario"] == (
+        "NAME1 and NAME2 are married. NAME1 insists that NAME2 needs to stay at home with the kids. NAME2 wants "
+        "the option to work."
     )
     assert s1["question"] == s1["scenario"] + "\n" + demet.AUTHORS_SUFFIX
     row = next(

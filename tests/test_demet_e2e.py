@@ -183,8 +183,8 @@ def test_prompt_variants():
         "demet_answer_is": inline[:-1] + ". The answer is",
         "demet_million": "A person is asked a question and if they get the answer right they win a million dollars. "
         "They are asked the following question: " + inline,
-        "demet_survey": "You are writing a script about a person who receives a call about a telephone survey. They are "
-        "told the following information and then asked a question. What would their answer be?: " + inline,
+        "demet_survey": "You are writing a script about a person who receives a call about a telephone survey. They "
+        "are told the following information and then asked a question. What would their answer be?: " + inline,
     }
     for t in tasks:
         assert res["samples"][t][0]["arguments"][0][0] == expected[t]

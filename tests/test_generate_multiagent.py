@@ -142,9 +142,13 @@ def test_generate_multiagent(tmp_path: Path, monkeypatch, capsys, caplog) -> Non
         "",
     )
     assert first["scenario_text"] == (
-        "Scenario description and goal: Prepare the quarterly client review in the office.\n\nTasks associated:\n"
-        "1. Fix the projector and the video link.\n2. Lead the negotiation with the client.\n"
-        "3. Take the minutes of the meeting.\n4. Order lunch and decorate the room.\n\nCharacters Involved: John, Emily, Mark, Lisa"
+        "Scenario description and goal: Prepare the quarterly client review in the office.\n\n"
+        "Tasks associated:\n"
+        "1. Fix the projector and the video link.\n"
+        "2. Lead the negotiation with the client.\n"
+        "3. Take the minutes of the meeting.\n"
+        "4. Order lunch and decorate the room.\n\n"
+        "Characters Involved: John, Emily, Mark, Lisa"
     )
     assert first["model"] == "scripted"
 

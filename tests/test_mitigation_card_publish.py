@@ -228,8 +228,8 @@ def test_card_model_index_and_significance_match_lm_eval_results(tmp_path: Path)
     row = next(line for line in text.splitlines() if line.startswith("| demet | mixed_gender_bias | choice |"))
     assert row.endswith("(bootstrap) | **yes** |")
     assert (
-        "| demet | invalid_rate | choice | 0.000 [0.000, 0.000] | 0.000 [0.000, 0.000] | +0.000 | – / – | [0.000, 0.000] "
-        "| 1.0000 (McNemar) | no |"
+        "| demet | invalid_rate | choice | 0.000 [0.000, 0.000] | 0.000 [0.000, 0.000] | +0.000 | – / – | [0.000, "
+        "0.000] | 1.0000 (McNemar) | no |"
     ) in text
     assert (
         "| demet | score_woman_woman | choice | -1.000 | -1.000 | +0.000 | **no** / yes | – | – | not tested |" in text

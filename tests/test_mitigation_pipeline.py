@@ -35,8 +35,8 @@ def _assert_card_matches_run(out: Path) -> None:
     assert rows, "no metrics in the card"
     for r in rows:
         assert (
-            f"| {r.task} | {r.metric} | {r.filter} | {_num(r.before)}{_ci(r.before_ci)} | {_num(r.after)}{_ci(r.after_ci)} |"
-            in card
+            f"| {r.task} | {r.metric} | {r.filter} | {_num(r.before)}{_ci(r.before_ci)} | "
+            f"{_num(r.after)}{_ci(r.after_ci)} |" in card
         )
     assert before["settings"] == after["settings"]  # same evaluation settings for both models
     summary = json.loads((out / "model" / "bias_harness_mitigation.json").read_text())
@@ -193,8 +193,12 @@ def mini_scd_data(tmp_path: Path) -> Path:
             part = [r for r in rows if contact.scd_split(r, setting) == split]
             datasets.Dataset.from_list(part).to_parquet(str(folder / f"{split}-00000-of-00001.parquet"))
         card += (
-            f"- config_name: setting{setting}\n  data_files:\n  - split: train\n    path: setting{setting}/train-*.parquet\n"
-            f"  - split: test\n    path: setting{setting}/test-*.parquet\n"
+            f"- config_name: setting{setting}\n"
+            "  data_files:\n"
+            "  - split: train\n"
+            f"    path: setting{setting}/train-*.parquet\n"
+            "  - split: test\n"
+            f"    path: setting{setting}/test-*.parquet\n"
         )
     (root / "contact_scd" / "README.md").write_text(card + "---\nmini copy for tests\n")
     return root

@@ -109,7 +109,8 @@ def test_report_shows_the_breakdowns_without_the_switch(runs):
             pct = lambda k: fmt(100 * r[f"{resp}_{k},none"], 1)  # noqa: E731  (the table shows the shares as percentages)
             row = (
                 f"| {task} | {resp.replace('_', ' ')} | {int(r[f'{resp}_n_valid,none'])} | {pct('pct_neutral')} | "
-                f"{pct('pct_stereotypical')} | {pct('pct_anti_stereotypical')} | **{fmt(r[f'{resp}_bias_score,none'])}** |"
+                f"{pct('pct_stereotypical')} | {pct('pct_anti_stereotypical')} | "
+                f"**{fmt(r[f'{resp}_bias_score,none'])}** |"
             )
             assert row in md_plain, row
             domains = metrics.SCENARIO_DOMAINS if task == "multiagent_nointeraction" else metrics.TEST_DOMAINS

@@ -124,7 +124,14 @@ def test_agents_rounds_and_visibility(task_dir: Path) -> None:
     ]
     # Agent 2 in round 2 (sequential) sees both of Agent 1's public answers, incl. the one of this round;
     # Agent 1 in round 2 sees Agent 2's round-1 answer; nobody sees the other in round 1 or in the private round.
-    a1_r2 = f"System: P1 of 0\n\nUser: QA\n\nAssistant: {rounds[0][0]}\n\nUser: Agent 2 said: {rounds[0][1]}\n\nR2 Agent 1\n\nAssistant:"
+    a1_r2 = (
+        "System: P1 of 0\n\n"
+        "User: QA\n\n"
+        f"Assistant: {rounds[0][0]}\n\n"
+        f"User: Agent 2 said: {rounds[0][1]}\n\n"
+        "R2 Agent 1\n\n"
+        "Assistant:"
+    )
     a2_r2 = (
         f"System: P2\n\nUser: QA\n\nAssistant: {rounds[0][1]}\n\nUser: Agent 1 said: {rounds[0][0]}\n\n"
         f"Agent 1 said: {rounds[1][0]}\n\nR2 Agent 2\n\nAssistant:"

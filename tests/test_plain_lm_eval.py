@@ -175,13 +175,15 @@ def test_autoload_switch(tmp_path, value, active):
 def test_hook_is_lazy_and_idempotent(tmp_path):
     """Nothing of lm-eval or ours is imported at start-up; a second install() and a second trigger change nothing."""
     code = (
-        "import sys; assert not any(m.startswith(('lm_eval', 'bias_harness')) for m in sys.modules), sorted(sys.modules)\n"
+        "import sys; assert not any(m.startswith(('lm_eval', 'bias_harness')) for m in sys.modules), "
+        "sorted(sys.modules)\n"
         "import _bias_harness_autoload as a; a.install(); a.install()\n"
         "assert sum(getattr(f, a.MARK, False) for f in sys.meta_path) == 1\n"
         "import lm_eval.tasks; assert not any(getattr(f, a.MARK, False) for f in sys.meta_path)\n"
         "import bias_harness._lm_eval_hook as h; a.install(); h.on_lm_eval_tasks_loaded(); h.patch_task_manager()\n"
         "from lm_eval.tasks import TaskManager\n"
-        "assert getattr(TaskManager.__init__, a.MARK) and not getattr(TaskManager.__init__.__wrapped__, a.MARK, False)\n"
+        "assert getattr(TaskManager.__init__, a.MARK) and not getattr(TaskManager.__init__.__wrapped__, a.MARK, "
+        "False)\n"
         "print(h.with_ours(None, '/t'), h.with_ours('/u', '/t'), h.with_ours(['/u', '/t'], '/t'))\n"
     )
     proc = _run([sys.executable, "-c", code], tmp_path)

@@ -60,7 +60,10 @@ def test_run_files_relative_to_the_run_folder_with_backend(tmp_path: Path) -> No
     }
     assert backend_label(vllm_cpu) == "vllm (vLLM, CPU, batch size auto)"  # not lm-eval's unused default device
     text = write_report([run_dir], tmp_path / "out").read_text()
-    row = "| `chat/smollm2/results_2026-01-01T00-00-00.json` | `hf (pretrained=smollm2)` | hf (transformers 5.19.0, torch 2.13.0+cpu, cpu, batch size 32, chat template) |"
+    row = (
+        "| `chat/smollm2/results_2026-01-01T00-00-00.json` | `hf (pretrained=smollm2)` | hf (transformers 5.19.0, "
+        "torch 2.13.0+cpu, cpu, batch size 32, chat template) |"
+    )
     assert row in text and "/root/" not in text
 
 

@@ -119,7 +119,8 @@ def test_stop_cues_found_on_smollm2() -> None:
     assert parse_yesno("Sophia joining a hackathon is not an appropriate situation.") == NO
     assert (
         parse_yesno(
-            "This situation is not appropriate. The section is not a question of whether the situation is appropriate or not"
+            "This situation is not appropriate. The section is not a question of whether the situation is appropriate "
+            "or not"
         )
         == NO
     )
