@@ -10,7 +10,8 @@ requests) stays under a minute. Measured in one run, printed with the ratio to t
 3. (``--lm-eval``) the whole ``contact`` group through ``lm_eval.simple_evaluate`` with an instant model, i.e. the
    project's work plus lm-eval's own request bookkeeping.
 
-    HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 BIAS_HARNESS_RAW_DIR=../shared/data python benchmarks/contact_grid.py [--lm-eval]
+    HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 BIAS_HARNESS_RAW_DIR=../shared/data \\
+        python benchmarks/contact_grid.py [--lm-eval]
 """
 
 from __future__ import annotations
