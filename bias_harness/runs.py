@@ -210,7 +210,8 @@ def fmt(value: Any, digits: int = 3) -> str:
 
 
 def subset_note(run: Run, task: str) -> str:
-    """``"10"`` / ``"10 of 450"`` for a ``--limit`` run, ``"45 of 450 (--samples)"`` for selected documents, else ``""``."""
+    """``"10"`` / ``"10 of 450"`` for a ``--limit`` run, ``"45 of 450 (--samples)"`` for selected documents, else
+    ``""``."""
     counts = run.n_samples.get(task) or {}
     eff, orig = counts.get("effective"), counts.get("original")
     lim = run.limit.get(task)

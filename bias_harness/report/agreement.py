@@ -45,7 +45,8 @@ def load_task(name: str) -> Any:
 
 
 def samples(run: Run | str | Path, task: str) -> dict[int, dict[str, Any]]:
-    """doc_id -> logged sample of ``task`` in a run folder (the samples of its newest results, as the report reads them)."""
+    """doc_id -> logged sample of ``task`` in a run folder (the samples of its newest results, as the report reads
+    them)."""
     rows = (run if isinstance(run, Run) else load_run(run)).samples(task)
     if not rows:
         raise FileNotFoundError(f"no logged samples of {task} in {run} (run with --log_samples)")

@@ -26,7 +26,8 @@ def comparison_plot(
 ) -> str:
     """One figure, every model side by side: for each metric (one row group) a horizontal bar per model with its
     95% CI as an error bar; ``values`` is ``{model: {metric: Point}}``; ``refs`` draws a dashed reference line per
-    metric (e.g. an ideal value; ``ref_label`` names it in the title). A metric a model lacks is marked "no data". Returns the file name (for a link)."""
+    metric (e.g. an ideal value; ``ref_label`` names it in the title). A metric a model lacks is marked "no data".
+    Returns the file name (for a link)."""
     import matplotlib
 
     matplotlib.use("Agg")

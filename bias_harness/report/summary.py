@@ -50,7 +50,8 @@ def format_field(value: Any, how: str | None) -> str:
 def fill_summary(
     text: str, runs: dict[str, Run], where: str = "summary", thresholds: dict[str, float] | None = None
 ) -> str:
-    """Replace every ``{{ model | task | metric [| format] }}`` by that metric of that run (the summaries type no numbers).
+    """Replace every ``{{ model | task | metric [| format] }}`` by that metric of that run (the summaries type no
+    numbers).
 
     ``model`` is a substring of the model label (e.g. ``smollm2``), ``metric`` a metric name of lm-eval's results,
     ``format`` a format spec (default ``.3f``), ``pct`` (share -> ``12.3%``), ``int`` or ``dir`` (the metric's
