@@ -8,7 +8,8 @@ demographic; ``--seeds FILE`` takes placeholder seeds in the same record format 
 and user prompts are used verbatim; by default we append one instruction asking for the answer as a JSON object
 (the paper read a plain-text "Sentences: ... Counterfactual Sentence: ..." answer) so that it can be checked against
 the dataset's JSON Schema; ``answer_format="paper"`` sends the paper's prompt unchanged and parses that plain-text
-layout instead (the parsed record is validated the same way). Severity and demographic are copied from the seed; the sub-demographic is the target.
+layout instead (the parsed record is validated the same way). Severity and demographic are copied from the seed; the
+sub-demographic is the target.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ def _unquote(line: str) -> str:
 
 
 def parse_paper_layout(text: str) -> dict[str, Any]:
-    """The paper's plain-text answer: 'Sentences:', one (quoted) sentence per line, 'Counterfactual Sentence:', one more."""
+    """The paper's plain-text answer: 'Sentences:', one (quoted) sentence per line, 'Counterfactual Sentence:', one
+    more."""
     m = re.search(r"Sentences:\s*(.*?)\s*Counterfactual Sentence:\s*(.*)", text, re.DOTALL | re.IGNORECASE)
     if not m:
         raise Rejected(
