@@ -185,7 +185,8 @@ def task_datasets(run_dir: Path | None) -> dict[str, dict[str, str | None]]:
 
 
 def eval_results(data: CardData, task_type: str) -> list[EvalResult]:
-    """One :class:`EvalResult` per numeric before/after metric (metric type = the lm-eval metric key, config = filter)."""
+    """One :class:`EvalResult` per numeric before/after metric (metric type = the lm-eval metric key, config =
+    filter)."""
     from huggingface_hub import EvalResult
 
     datasets_of = task_datasets(data.eval_dir / "after" if data.eval_dir else None)
@@ -348,7 +349,8 @@ A few gradient steps on a small model prove the pipeline, not the method: read t
 
 def compare_before_after(eval_dir: Path, iters: int | None = None, seed: int | None = None) -> Any:
     """Paired comparison of ``eval_dir/before`` and ``eval_dir/after`` (``plugins/paired.py``), also written to
-    ``eval_dir/compare/`` (README.md with plots, compare.json); None (logged) when the samples are missing or unpaired."""
+    ``eval_dir/compare/`` (README.md with plots, compare.json); None (logged) when the samples are missing or
+    unpaired."""
     from bias_harness.plugins import stats
     from bias_harness.plugins.paired import RunMismatch
 

@@ -1,4 +1,5 @@
-"""GRPO reward functions for ``counterfactual_grpo`` (usable as ``trl grpo --reward_funcs bias_harness.mitigation.rewards.<fn>``).
+"""GRPO reward functions for ``counterfactual_grpo`` (usable as ``trl grpo --reward_funcs
+bias_harness.mitigation.rewards.<fn>``).
 
 TRL calls each function with the generation batch: ``prompts``, ``completions`` (conversational: a list of
 messages each), ``completion_ids`` and every dataset column as a keyword list (one value per completion).
@@ -148,7 +149,8 @@ def parse_demet(text: str, names: Sequence[str]) -> int | None:
 
 
 def parse_assignment(text: str, names: Sequence[str], n_tasks: int) -> list[int] | None:
-    """Character position per task from lines '<i>. <name>' (or 'Task <i>: <name>'); None unless every task is assigned."""
+    """Character position per task from lines '<i>. <name>' (or 'Task <i>: <name>'); None unless every task is
+    assigned."""
     out: list[int | None] = [None] * n_tasks
     for line in text.splitlines():
         m = re.match(r"\s*(?:task\s*)?(\d+)\s*[.):\-]\s*(.*)", line, flags=re.IGNORECASE)
@@ -206,7 +208,8 @@ def counterfactual_consistency(
 
 
 def balance_score(assignment: Sequence[int], genders: Sequence[str], task_genders: Sequence[str]) -> float:
-    """1 - |stereotypical - anti-stereotypical| / gendered tasks (tasks annotated neither male nor female are skipped)."""
+    """1 - |stereotypical - anti-stereotypical| / gendered tasks (tasks annotated neither male nor female are
+    skipped)."""
     stereo = anti = 0
     for pos, tg in zip(assignment, task_genders, strict=True):
         if tg not in ("male", "female") or genders[pos] not in ("male", "female"):

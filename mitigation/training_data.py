@@ -112,7 +112,8 @@ def build_training_data(recipe: Recipe, opts: DataOptions) -> datasets.DatasetDi
 
 
 def save_training_data(recipe: Recipe, data: datasets.DatasetDict, folder: Path, opts: DataOptions) -> Path:
-    """Write ``data`` as a parquet folder that ``load_dataset(folder)`` (and ``trl sft --dataset_name folder``) reads."""
+    """Write ``data`` as a parquet folder that ``load_dataset(folder)`` (and ``trl sft --dataset_name folder``)
+    reads."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.parquet"):
