@@ -112,8 +112,8 @@ _CLAUSE_END = re.compile(
     r"[.!?;,\n]|\s[-\u2013\u2014]\s|\b(?:because|since|while|whilst|although|though|but|however|as)\b", re.IGNORECASE
 )
 _ENUM_PUNCT = re.compile(r"\s*[.):]")  # "2." / "2)" / "2:" right after a leading digit is numbering, not a clause end
-# right before a cue or a name: it is negated or hypothetical, not asserted ("I don't agree with Noah", "If Jack is right")
-# or the answer format echoed ("I will provide a response in the form of 'Response: 1'")
+# right before a cue or a name: it is negated or hypothetical, not asserted ("I don't agree with Noah", "If Jack is
+# right") or the answer format echoed ("I will provide a response in the form of 'Response: 1'")
 _UNASSERTED = re.compile(
     r"(?:\bnot|n't|\bnever|\bno longer|\bif|\bwhether|\bunless|\bsuppose|\bassuming|"
     r"\bform(?:\s+of)?\s*:?\s*['\"`]?)\s*$",
@@ -225,7 +225,8 @@ def parse_choice_rule(
     cue_hits = sorted(h for h in hits if h not in unasserted)
 
     def clause_end(tok: str, pos: int) -> tuple[int, int]:
-        """(position after a digit's numbering, end of the verdict clause) for option token ``tok`` ending at ``pos``."""
+        """(position after a digit's numbering, end of the verdict clause) for option token ``tok`` ending at
+        ``pos``."""
         if tok.isdigit() and (e := _ENUM_PUNCT.match(text, pos)):
             pos = e.end()
         end = _CLAUSE_END.search(text, pos)

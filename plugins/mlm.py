@@ -81,7 +81,8 @@ def get_sentence_pair(instance: Any) -> tuple[str, str] | None:
 
 
 def scored_by(instance: Any) -> str | None:
-    """``"nsp"`` / ``"pll"`` once ``hf-mlm`` scored a sentence-pair request; ``None`` otherwise (other models, cache hits)."""
+    """``"nsp"`` / ``"pll"`` once ``hf-mlm`` scored a sentence-pair request; ``None`` otherwise (other models, cache
+    hits)."""
     return getattr(instance, SCORED_BY_ATTR, None)
 
 
@@ -97,7 +98,8 @@ def _register_local_architectures(pretrained: str) -> None:
 
 @dataclass(frozen=True)
 class MaskedCopy:
-    """One model input: ``ids`` with a mask at ``pos`` whose true token is ``target``; it belongs to request ``owner``."""
+    """One model input: ``ids`` with a mask at ``pos`` whose true token is ``target``; it belongs to request
+    ``owner``."""
 
     owner: int
     ids: tuple[int, ...]
@@ -114,7 +116,8 @@ class Plan:
 
 
 def combine(logprobs: Sequence[float], how: str) -> float:
-    """Combine per-token log-probabilities: ``sum`` / ``sum_logprob``, ``mean_logprob``, ``mean_prob`` (log of mean prob)."""
+    """Combine per-token log-probabilities: ``sum`` / ``sum_logprob``, ``mean_logprob``, ``mean_prob`` (log of mean
+    prob)."""
     if not logprobs:
         return 0.0
     if how in ("sum", "sum_logprob"):

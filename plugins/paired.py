@@ -3,9 +3,10 @@
 A run is what lm-eval writes with ``--output_path DIR --log_samples``: ``results_*.json`` and ``samples_*.jsonl``.
 Every sample record holds, under each metric key, the item the task's ``process_results`` returned for that
 document, and the task's own aggregation turns a list of items into the metric. So a paired comparison needs no
-metric of its own: :func:`bias_harness.report.compare.compare_runs` matches the documents of both runs, groups them by the task's resampling
-unit, and on every bootstrap resample (the same units for both runs) recomputes each headline metric with the
-work's own aggregation (declared by an :class:`Adapter`, each work's ``plugins/<work>/paired.py``) and takes the difference.
+metric of its own: :func:`bias_harness.report.compare.compare_runs` matches the documents of both runs, groups them by
+the task's resampling unit, and on every bootstrap resample (the same units for both runs) recomputes each headline
+metric with the work's own aggregation (declared by an :class:`Adapter`, each work's ``plugins/<work>/paired.py``) and
+takes the difference.
 
 Per headline metric the result has (B minus A):
 
@@ -437,8 +438,8 @@ def replace_tag(item: Any, index: int, tag: str) -> Any:
 def _generic(keys: set[str], records: Sequence[dict[str, Any]]) -> Adapter | None:
     """Metrics whose items are numbers (lm-eval's ``mean``-aggregated metrics such as ``acc``), unit = document.
 
-    The aggregation is not known from the samples: :func:`bias_harness.report.compare.compare_runs` keeps such a metric only when
-    the mean of its items equals what lm-eval recorded for it in both runs.
+    The aggregation is not known from the samples: :func:`bias_harness.report.compare.compare_runs` keeps such a metric
+    only when the mean of its items equals what lm-eval recorded for it in both runs.
     """
     numeric = sorted(
         k

@@ -396,7 +396,8 @@ _DIFF = (_BIASED[:, 1:] - _BIASED[:, :1]) * _BOTH
 
 
 def _pct(counts: np.ndarray) -> np.ndarray:
-    """bias % per contact type from pattern counts (..., 27) -> (..., 3); NaN where a contact type has no valid answer."""
+    """bias % per contact type from pattern counts (..., 27) -> (..., 3); NaN where a contact type has no valid
+    answer."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return 100.0 * (counts @ _BIASED) / (counts @ _VALID)
 
@@ -504,7 +505,8 @@ def summarize(
 
 
 def _estimates(items: Sequence[Sequence[Any]]) -> dict[str, float]:
-    """The point estimates (bias % per contact type, contact effects) without the bootstrap, as :func:`summarize` has them."""
+    """The point estimates (bias % per contact type, contact effects) without the bootstrap, as :func:`summarize` has
+    them."""
     return {k: float(v) for k, v in _values(_patterns(items)[0]).items()}
 
 
@@ -533,7 +535,8 @@ def agg_effect(items: Sequence[Sequence[Any]], metric: str) -> float:
 
 @_kind(*(k for k in CI_KEYS if k.endswith("_lo")))
 def agg_ci_lo(items: Sequence[Sequence[Any]], metric: str) -> float:
-    """``<statistic>_ci_lo``: lower bound of the statistic's 95% bootstrap interval over prompt sets (:func:`summarize`)."""
+    """``<statistic>_ci_lo``: lower bound of the statistic's 95% bootstrap interval over prompt sets
+    (:func:`summarize`)."""
     return summarize(items)[metric]
 
 

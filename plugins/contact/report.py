@@ -172,7 +172,8 @@ def _table(title: str, rows: dict[tuple, dict[str, float]]) -> list[str]:
 
 
 def _scoring(run: Run, task: str) -> str:
-    """'; log-likelihood, normalize: token' for log-likelihood tasks (the option-length rule, tasks/contact/README.md)."""
+    """'; log-likelihood, normalize: token' for log-likelihood tasks (the option-length rule,
+    tasks/contact/README.md)."""
     cfg = run.configs.get(task) or {}
     if cfg.get("output_type") != "multiple_choice":
         return ""

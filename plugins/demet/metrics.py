@@ -191,12 +191,14 @@ def reask_metric_keys() -> list[str]:
 
 
 def reask_breakdown_keys() -> list[str]:
-    """``demet_reask``'s breakdowns: the DeMET ones plus ``answered_at_<k>`` = share of all documents first answered at attempt k."""
+    """``demet_reask``'s breakdowns: the DeMET ones plus ``answered_at_<k>`` = share of all documents first answered at
+    attempt k."""
     return breakdown_keys(ET_HUMAN) + [f"answered_at_{k}" for k in range(1, MAX_ATTEMPTS + 1)]
 
 
 def process_results_reask(doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
-    """``demet_reask``: ``results[0]`` is the dialogue's JSON (plugins/demet/dialogue.py): its final choice is scored."""
+    """``demet_reask``: ``results[0]`` is the dialogue's JSON (plugins/demet/dialogue.py): its final choice is
+    scored."""
     data = json.loads(results[0])
     out = results_for(doc, data["choice"], ET_HUMAN)
     out.update({f"answered_at_{k}": float(data["answered_at"] == k) for k in range(1, MAX_ATTEMPTS + 1)})

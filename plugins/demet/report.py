@@ -220,7 +220,8 @@ def _subset_mcnemar(items: dict[str, list[Any]], pair: str, key: str) -> float |
 
 def _raw_answers(run: Run, task: str) -> list[tuple[str, str]]:
     """(rule, origin) per generated answer: the parser rule that decided it (plugins/answer_filters.py), re-applied to
-    the logged text (demet_reask: as logged per attempt); origin = "" or the re-ask attempt. Empty for log-likelihood tasks."""
+    the logged text (demet_reask: as logged per attempt); origin = "" or the re-ask attempt. Empty for log-likelihood
+    tasks."""
     from bias_harness.plugins.demet.parse import parse
 
     out = []

@@ -12,9 +12,9 @@ published.
 Runs: the paper averages five sampled runs, agents in "the character sequence provided in the dataset" (Sec. 5);
 only its School case study (App. C) uses "a different order of characters for each run". ``load_runs`` (the tasks'
 ``custom_dataset``) repeats every scenario ``runs`` times (metadata ``runs``, default 5) as separate documents
-ordered run-major (``--limit 111`` = run 0 only). ``agent_order: fixed`` (default) keeps the file's order in every run, so
-runs differ only in sampling; ``agent_order: permuted`` gives run r > 0 a seeded permutation (``seed``), the default of
-``load_school``.
+ordered run-major (``--limit 111`` = run 0 only). ``agent_order: fixed`` (default) keeps the file's order in every run,
+so runs differ only in sampling; ``agent_order: permuted`` gives run r > 0 a seeded permutation (``seed``), the default
+of ``load_school``.
 """
 
 from __future__ import annotations

@@ -55,7 +55,8 @@ def _responses(run: Run, task: str) -> list[str]:
 
 
 def points(run: Run) -> dict[str, Point]:
-    """Bias score (Eq. 1) with its 95% CI per task and response kind (``<responses> <task>``), for the comparison figure."""
+    """Bias score (Eq. 1) with its 95% CI per task and response kind (``<responses> <task>``), for the comparison
+    figure."""
     return {
         f"{r.replace('_', ' ')} {t.removeprefix('multiagent_')}": metric_point(run, t, f"{r}_bias_score")
         for t in run.tasks()

@@ -52,10 +52,10 @@ How messages reach the model:
 * ``--apply_chat_template`` (or a chat-only API backend such as ``local-chat-completions`` /
   ``openai-chat-completions``, which always get message lists): ``lm.apply_chat_template(messages)``: the HF
   tokenizer's template for ``hf``/``vllm``, a ``JsonChatStr`` (the message list itself) for API models.
-* otherwise (base models): a plain transcript ``System: ...\\n\\nUser: ...\\n\\nAssistant: ...\\n\\nUser: ...\\n\\nAssistant:``,
-  and ``\\nUser:`` is added to the stop sequences. Stop sequences of whitespace only (``\\n\\n``) are applied after the
-  answer's leading whitespace instead of by the backend (:func:`cut_blank_stops`): a base model that opens its turn
-  with a blank line would otherwise be cut to an empty answer.
+* otherwise (base models): a plain transcript ``System: ...\\n\\nUser: ...\\n\\nAssistant: ...\\n\\nUser:
+  ...\\n\\nAssistant:``, and ``\\nUser:`` is added to the stop sequences. Stop sequences of whitespace only (``\\n\\n``)
+  are applied after the answer's leading whitespace instead of by the backend (:func:`cut_blank_stops`): a base model
+  that opens its turn with a blank line would otherwise be cut to an empty answer.
 * consecutive messages of the same role are always merged (strict templates need alternating roles).
 * ``--system_instruction`` becomes (the start of) the system message of every conversation.
 * ``--gen_kwargs`` updates the task's ``generation_kwargs`` for every step; a Prompt may override some keys.
@@ -795,7 +795,8 @@ def _dialogue_params(cls: type[Dialogue]) -> set[str]:
 
 
 class MultiTurnTask(BreakdownTask):
-    """A ConfigurableTask whose documents are dialogues (``class: !function bias_harness.plugins.multiturn.engine.MultiTurnTask``).
+    """A ConfigurableTask whose documents are dialogues (``class: !function
+    bias_harness.plugins.multiturn.engine.MultiTurnTask``).
 
     Everything else (dataset, ``process_results``, metrics, ``generation_kwargs``) comes from the YAML as usual,
     with the breakdown switch of :mod:`bias_harness.plugins.breakdown`.

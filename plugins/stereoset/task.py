@@ -14,12 +14,12 @@ character span of the attribute word inside the continuation (``Instance.mask_sp
 scores the word in the blank as StereoSet does. Causal models ignore the attribute.
 
 Task metadata (YAML ``metadata:`` or ``--metadata``): ``normalization_intra`` / ``normalization_inter`` (``sum`` |
-``token_mean`` | ``char_mean``; ``normalization`` sets both), ``ties`` (``strict`` | ``half``), ``averaging`` (``target`` | ``example``), ``target_field``
-(``target_en``: group by the English StereoSet target term | ``target``: by the German one), ``tokenizer``
-(for ``token_mean``; defaults to ``pretrained`` from ``--model_args``, which lm-eval's CLI merges into metadata),
-``headline`` (``pooled``: lms/ss/icat and the per-bias-type scores over both parts, StereoSet's "overall" |
-``intra``: over the intrasentence contexts only, the masked-LM headline when intersentence is scored by
-pseudo-log-likelihood, a score no reference defines (StereoSet scored it with BERT's next-sentence head) |
+``token_mean`` | ``char_mean``; ``normalization`` sets both), ``ties`` (``strict`` | ``half``), ``averaging``
+(``target`` | ``example``), ``target_field`` (``target_en``: group by the English StereoSet target term | ``target``: by
+the German one), ``tokenizer`` (for ``token_mean``; defaults to ``pretrained`` from ``--model_args``, which lm-eval's
+CLI merges into metadata), ``headline`` (``pooled``: lms/ss/icat and the per-bias-type scores over both parts,
+StereoSet's "overall" | ``intra``: over the intrasentence contexts only, the masked-LM headline when intersentence is
+scored by pseudo-log-likelihood, a score no reference defines (StereoSet scored it with BERT's next-sentence head) |
 ``auto`` (default): ``intra`` for intersentence contexts that ``hf-mlm`` scored by PLL, ``pooled`` otherwise; the
 ``*_inter`` metrics stay reported either way).
 
