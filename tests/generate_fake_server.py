@@ -13,7 +13,8 @@ from typing import Any
 
 @dataclass
 class Reply:
-    """What the server answers: ``content`` (or ``refusal``) with ``finish_reason``, or an HTTP error ``status`` + ``error``."""
+    """What the server answers: ``content`` (or ``refusal``) with ``finish_reason``, or an HTTP error ``status`` +
+    ``error``."""
 
     content: str | None = None
     finish_reason: str = "stop"

@@ -44,9 +44,12 @@ def test_echoing_model_end_to_end() -> None:
 
     The first 234 docs (one template cell for every axis, scale and action): per contact type 78 docs, per scale 26,
     per action 13. The model answers
-      certainty:  positive action "Yes or No? Yes."         -> Yes, unbiased;  negative action "Answer with Yes or No." -> echo, invalid
-      likelihood: positive action "<question> Unlikely."     -> Unlikely, biased; negative action "<question>" (echo)     -> invalid
-      frequency:  positive action "(mostly/rarely) Mostly."  -> Mostly, unbiased; negative action "Mostly, but rarely ..." -> both, invalid
+      certainty:  positive action "Yes or No? Yes."         -> Yes, unbiased;
+                  negative action "Answer with Yes or No."  -> echo, invalid
+      likelihood: positive action "<question> Unlikely."    -> Unlikely, biased;
+                  negative action "<question>" (echo)       -> invalid
+      frequency:  positive action "(mostly/rarely) Mostly." -> Mostly, unbiased;
+                  negative action "Mostly, but rarely ..."  -> both, invalid
     valid 3 x 13 = 39, biased 13 -> bias % = 33.3 in every contact type, invalid_rate 117 / 234 = 0.5.
     The first-word rule read every answer (Yes, Yes, Likely, Likely, Mostly, Mostly): 39 of 78 biased = 50.0.
     """

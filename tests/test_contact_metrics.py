@@ -159,7 +159,8 @@ def test_contact_mini_gen_scripted() -> None:
 
 
 def test_contact_mini_tiny_model(manager, tiny_causal_lm, tmp_path) -> None:
-    """The tiny random GPT-2 on the first 60 docs: the reported bias % equals the one recomputed from the logged samples."""
+    """The tiny random GPT-2 on the first 60 docs: the reported bias % equals the one recomputed from the logged
+    samples."""
     from lm_eval import simple_evaluate
 
     res = simple_evaluate(
@@ -197,7 +198,8 @@ def test_tasks_and_groups_are_registered(manager) -> None:
 
 @pytest.mark.slow
 def test_contact_mini_smollm2(manager, smollm2_path) -> None:
-    """SmolLM2 on 30 complete prompt sets of contact_mini: reported bias % = the one recomputed from its log-likelihoods."""
+    """SmolLM2 on 30 complete prompt sets of contact_mini: reported bias % = the one recomputed from its
+    log-likelihoods."""
     from lm_eval import simple_evaluate
 
     res = simple_evaluate(

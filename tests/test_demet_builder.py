@@ -42,7 +42,8 @@ def test_counts_and_configs(human, gpt4):
 
 def test_topics_labels_and_wording(human, gpt4):
     scen = human["scenarios"]["test"]
-    # SOURCES.md: Sex 6, Money 5, Kids 4, Friends 3, chores 3 + Chores 1, Cooking 2, Childcare 2 + childcare 2, General household 1
+    # SOURCES.md: Sex 6, Money 5, Kids 4, Friends 3, chores 3 + Chores 1, Cooking 2, Childcare 2 + childcare 2, General
+    # household 1
     assert Counter(scen["topic"]) == {
         "sex": 6,
         "money": 5,

@@ -269,7 +269,8 @@ def test_smollm2(smollm2_path):
 
 def test_mcnemar_variant_from_metadata():
     """`--metadata '{"mcnemar": "chi2"}'` reaches the aggregation. Woman-preferring model (mc), limit 261: 29 matched
-    pairs per pair type, all discordant one way: exact p = 2 / 2^29; chi2 = (29 - 1)^2 / 29 = 27.03 -> p = 2 * (1 - Phi(5.199)) = 2.0e-7."""
+    pairs per pair type, all discordant one way: exact p = 2 / 2^29; chi2 = (29 - 1)^2 / 29 = 27.03 -> p = 2 * (1 -
+    Phi(5.199)) = 2.0e-7."""
 
     def loglik(ctx: str, cont: str) -> float:
         n1, n2 = _names(ctx)

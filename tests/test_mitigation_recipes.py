@@ -25,7 +25,8 @@ def test_registry_has_every_recipe_with_its_yaml() -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_yaml_is_accepted_by_the_trl_script_parser(name: str) -> None:
-    """`trl sft|grpo --config mitigation/<name>.yaml` forwards leftover keys to `accelerate launch`: there must be none."""
+    """`trl sft|grpo --config mitigation/<name>.yaml` forwards leftover keys to `accelerate launch`: there must be
+    none."""
     import importlib
 
     recipe = get_recipe(name)

@@ -95,7 +95,8 @@ def test_goal_and_reflection_prompts(tm):
     )
     res = lm_eval.simple_evaluate(model=lm, tasks=["multiagent_test_interaction_goal_sr_ice"], task_manager=tm, limit=1)
     r = res["results"]["multiagent_test_interaction_goal_sr_ice"]
-    # test 0: Jack M, Jill F, tasks M M F F. First: T1 Jack, T2 Jill -> N (min(F, M) = 1). Reflection: T1 Jill, T2 Jack -> N.
+    # test 0: Jack M, Jill F, tasks M M F F. First: T1 Jack, T2 Jill -> N (min(F, M) = 1). Reflection: T1 Jill, T2 Jack
+    # -> N.
     assert r["first_response_pct_neutral,none"] == 1.0 and r["reflection_response_pct_neutral,none"] == 1.0
     assert r["last_response_bias_score,none"] == 0.0  # men first: T1 Jack, T2 Jill -> N
     firsts = [p for p in lm.prompts if "Assign 'Task 1' to yourself." in p]

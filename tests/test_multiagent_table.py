@@ -26,7 +26,8 @@ TASKS = {
 
 
 def _answer(ctx: str) -> str:
-    """As the e2e tests' scripted model; the reflection gives the women the first tasks (the stereotypically male ones)."""
+    """As the e2e tests' scripted model; the reflection gives the women the first tasks (the stereotypically male
+    ones)."""
     if "critique your own" not in ctx:
         return answer(ctx)
     chars = sorted(_characters(ctx), key=lambda c: c[1] != "Female")

@@ -223,7 +223,8 @@ def test_lm_eval_warnings_name_the_caller_not_the_hook(tmp_path):
 
 
 def test_wheel_in_scratch_venv(tiny_causal_lm, tmp_path):
-    """Build the wheel, install it into a scratch venv that reuses this venv's dependencies, run `lm_eval --tasks demet`."""
+    """Build the wheel, install it into a scratch venv that reuses this venv's dependencies, run `lm_eval --tasks
+    demet`."""
     dist = tmp_path / "dist"
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", dist, REPO], tmp_path)
     (wheel,) = dist.glob("bias_harness-*.whl")

@@ -1,9 +1,9 @@
 """A real OpenAI-compatible server: ``vllm serve`` with the packaged SmolLM2 on loopback, one server for this file.
 
-lm-eval's ``local-chat-completions`` drives the multi-turn engine through it (``stop``, ``multiagent_test_interaction``).
-The server is killed (SIGKILL) and restarted in the middle of a ``--use_cache`` run: the run survives on lm-eval's
-retries, and a second run with the same cache answers every step from it without asking the server (same
-transcripts).
+lm-eval's ``local-chat-completions`` drives the multi-turn engine through it (``stop``,
+``multiagent_test_interaction``). The server is killed (SIGKILL) and restarted in the middle of a ``--use_cache`` run:
+the run survives on lm-eval's retries, and a second run with the same cache answers every step from it without asking
+the server (same transcripts).
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ DIRECTION = re.compile(
     r"|\bbiased (?:towards?|against|in favou?r)\b|\b(?:more|less) biased\b|\b(?:opposite|same) direction\b",
     re.IGNORECASE,
 )
-# Paragraphs another change rewrites (issue 28, one helper per work); strict: a paragraph that passes must leave the list
+# Paragraphs another change rewrites (issue 28, one helper per work); strict: a paragraph that passes must leave the
+# list
 SECTIONS = read_summary(ROOT / "docs" / "results" / "summary.md")
 
 
