@@ -2,7 +2,8 @@
 
 ``python -c pass`` and ``python -c "import lm_eval"`` run in two scratch virtual environments that reuse this
 one's packages through a .pth line and differ only in the hook: "without" has no hook file at all, "with" has the
-installed ``bias_harness_autoload.pth`` and ``_bias_harness_autoload.py`` (byte-compiled, as pip installs it). ``import lm_eval.tasks`` (where the
+installed ``bias_harness_autoload.pth`` and ``_bias_harness_autoload.py`` (byte-compiled, as pip installs it). \
+``import lm_eval.tasks`` (where the
 hook acts: adds our task folder, imports bias_harness.plugins) runs in this venv with ``BIAS_HARNESS_AUTOLOAD=0``
 vs on. Medians of many runs, the two settings interleaved so machine load hits both alike.
 Goal (issue 13): ``python -c pass`` within 2 ms of the time without the hook.
