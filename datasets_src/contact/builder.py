@@ -491,7 +491,8 @@ def authors_rows(paths: dict[str, Path], templates: dict[str, Any] | None = None
 # ---------------------------------------------------------------- builders
 
 _CITATION = """@inproceedings{raj2024breaking,
-  title     = {Breaking Bias, Building Bridges: Evaluation and Mitigation of Social Biases in {LLMs} via Contact Hypothesis},
+  title     = {Breaking Bias, Building Bridges: Evaluation and Mitigation of Social Biases in {LLMs} via Contact \
+Hypothesis},
   author    = {Raj, Chahat and Mukherjee, Anjishnu and Caliskan, Aylin and Anastasopoulos, Antonios and Zhu, Ziwei},
   booktitle = {Proceedings of the AAAI/ACM Conference on AI, Ethics, and Society (AIES)},
   year      = {2024},

@@ -36,7 +36,8 @@ CROWD_LABELS = ("stereotype", "anti-stereotype", "unrelated", "related")
 CITATION = """@inproceedings{nadeem-etal-2021-stereoset,
     title = "{S}tereo{S}et: Measuring stereotypical bias in pretrained language models",
     author = "Nadeem, Moin and Bethke, Anna and Reddy, Siva",
-    booktitle = "Proceedings of the 59th Annual Meeting of the Association for Computational Linguistics and the 11th International Joint Conference on Natural Language Processing (Volume 1: Long Papers)",
+    booktitle = "Proceedings of the 59th Annual Meeting of the Association for Computational Linguistics and the 11th \
+International Joint Conference on Natural Language Processing (Volume 1: Long Papers)",
     year = "2021",
     publisher = "Association for Computational Linguistics",
     url = "https://aclanthology.org/2021.acl-long.416",
@@ -45,7 +46,8 @@ CITATION = """@inproceedings{nadeem-etal-2021-stereoset,
 CITATION_DE = (
     """@misc{ozturk2023different,
     title = {How Different Is Stereotypical Bias Across Languages?},
-    author = {Öztürk, Ibrahim Tolga and Nedelchev, Rostislav and Heumann, Christian and Garces Arias, Esteban and Roger, Marius and Bischl, Bernd and Aßenmacher, Matthias},
+    author = {Öztürk, Ibrahim Tolga and Nedelchev, Rostislav and Heumann, Christian and Garces Arias, Esteban and \
+Roger, Marius and Bischl, Bernd and Aßenmacher, Matthias},
     year = {2023},
     eprint = {2307.07331},
     archivePrefix = {arXiv},
