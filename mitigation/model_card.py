@@ -154,12 +154,15 @@ def _usage(data: CardData, repo_hint: str) -> str:
     if data.adapter:
         return (
             "```python\nfrom peft import AutoPeftModelForCausalLM\n"
-            f'model = AutoPeftModelForCausalLM.from_pretrained("{repo_hint}")  # loads {data.base_model} + this LoRA adapter\n```\n'
-            f"lm-eval: `bias-harness eval --model hf --model_args pretrained={data.base_model},peft={repo_hint} --tasks ...`"
+            f'model = AutoPeftModelForCausalLM.from_pretrained("{repo_hint}")  '
+            f"# loads {data.base_model} + this LoRA adapter\n```\n"
+            "lm-eval: `bias-harness eval --model hf "
+            f"--model_args pretrained={data.base_model},peft={repo_hint} --tasks ...`"
         )
     return (
         "```python\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
-        f'model = AutoModelForCausalLM.from_pretrained("{repo_hint}")\ntokenizer = AutoTokenizer.from_pretrained("{repo_hint}")\n```\n'
+        f'model = AutoModelForCausalLM.from_pretrained("{repo_hint}")\n'
+        f'tokenizer = AutoTokenizer.from_pretrained("{repo_hint}")\n```\n'
         f"lm-eval: `bias-harness eval --model hf --model_args pretrained={repo_hint} --tasks ... --apply_chat_template`"
     )
 
@@ -308,10 +311,16 @@ Both models were evaluated with lm-eval under the same settings:
 
 {_table(rows, data.comparison, stage_verdicts(data, rows))}
 
-Confidence intervals are bootstrap percentiles where the task reports them (`*_ci_lo`/`*_ci_hi`), else mean ± 1.96 × lm-eval's stderr; "–" means the metric was not available.
+Confidence intervals are bootstrap percentiles where the task reports them (`*_ci_lo`/`*_ci_hi`), else mean ± 1.96 × \
+lm-eval's stderr; "–" means the metric was not available.
 {_significance_note(data.comparison) if rows else ""}
-{"**These numbers come from a subset run (`limit` above); they are not comparable to full-dataset results.**" if eval_settings.get("limit") else ""}
-The same numbers are in this card's `model-index` metadata (one result per metric and model: `metric_args.stage` is `before` for the base model, `after` for this one).
+{
+        "**These numbers come from a subset run (`limit` above); they are not comparable to full-dataset results.**"
+        if eval_settings.get("limit")
+        else ""
+    }
+The same numbers are in this card's `model-index` metadata (one result per metric and model: `metric_args.stage` is \
+`before` for the base model, `after` for this one).
 
 ## Training
 
