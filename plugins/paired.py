@@ -20,16 +20,19 @@ Per headline metric the result has (B minus A):
   (``plugins/stats.py``) on the documents whose outcome is defined in both runs; ``b`` = documents with outcome 1
   in A and 0 in B, ``c`` = 0 in A and 1 in B.
 
-Each work's adapter:
+Each work's adapter (resampling unit; headline metrics; McNemar on):
 
-| work | resampling unit | headline metrics | McNemar on |
-|---|---|---|---|
-| DeMET | matched name pair (``pair_key``: scenario, name slot, both orders) | ``mixed_gender_bias``, ``pair_bias_*``, ``invalid_rate`` | ``invalid_rate`` |
-| STOP | progression | ``P``, ``P_low/moderate/high``, ``P_counter``, ``sensitivity``, ``invalid_rate`` | ``P*`` (success / "no" per progression) |
-| multi-agent | scenario (all its runs) | ``<response>_bias_score`` (also without degenerate assignments), ``<response>_degenerate_rate``, ``<response>_pct_*``, ``invalid_rate`` | -- (several agents per document) |
-| StereoSet | target term (default) or context | ``lms``, ``ss``, ``icat``, ``invalid_rate`` | ``ss`` with ``averaging: example``, ``invalid_rate`` |
-| Contact | prompt set | ``bias_pct_*``, ``effect_*``, ``invalid_rate`` | ``bias_pct_*``, ``invalid_rate`` |
-| other tasks | document | metrics whose per-document items are numbers averaged by lm-eval (checked against results_*.json) | 0/1 metrics |
+* DeMET: matched name pair (``pair_key``: scenario, name slot, both orders); ``mixed_gender_bias``,
+  ``pair_bias_*``, ``invalid_rate``; ``invalid_rate``.
+* STOP: progression; ``P``, ``P_low/moderate/high``, ``P_counter``, ``sensitivity``, ``invalid_rate``; ``P*``
+  (success / "no" per progression).
+* multi-agent: scenario (all its runs); ``<response>_bias_score`` (also without degenerate assignments),
+  ``<response>_degenerate_rate``, ``<response>_pct_*``, ``invalid_rate``; -- (several agents per document).
+* StereoSet: target term (default) or context; ``lms``, ``ss``, ``icat``, ``invalid_rate``; ``ss`` with
+  ``averaging: example``, ``invalid_rate``.
+* Contact: prompt set; ``bias_pct_*``, ``effect_*``, ``invalid_rate``; ``bias_pct_*``, ``invalid_rate``.
+* other tasks: document; metrics whose per-document items are numbers averaged by lm-eval (checked against
+  results_*.json); 0/1 metrics.
 
 ``significant`` uses McNemar's p where there is one, else the bootstrap p, at ``alpha`` (0.05).
 """
@@ -417,7 +420,8 @@ def compare_task(
     return out
 
 
-# ---------------------------------------------------------------- helpers for the works' adapters (plugins/<work>/paired.py)
+# ---------------------------------------------------------------- helpers for the works' adapters
+# (plugins/<work>/paired.py)
 
 
 def mean(items: Sequence[Any]) -> float:
