@@ -30,7 +30,10 @@ def run(model: str, tp: int, out: Path) -> str:
         if len(cores) < tp:
             pytest.skip(f"tensor_parallel_size={tp} needs {tp} cores, this machine has {len(cores)}")
         env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(",".join(map(str, cores[r::tp])) for r in range(tp))
-    args = f"pretrained={model},tensor_parallel_size={tp},max_model_len=1024,gpu_memory_utilization=0.1,enforce_eager=True,dtype=float32"
+    args = (
+        f"pretrained={model},tensor_parallel_size={tp},max_model_len=1024,gpu_memory_utilization=0.1,"
+        "enforce_eager=True,dtype=float32"
+    )
     cmd = [
         str(BIN / "lm_eval"),
         "--model",
