@@ -48,6 +48,7 @@ def main() -> None:
 
     from bias_harness.datasets_src.base import build_dataset
     from bias_harness.datasets_src.contact import builder as contact
+    from bias_harness.datasets_src.registry import get_builder
     from bias_harness.plugins.contact import metrics as cm
 
     from bias_harness import settings
@@ -60,7 +61,11 @@ def main() -> None:
     rows = _timed("generate the grid (314,820 prompts, Python)", lambda: list(contact.generate_grid(descriptors)), t)
     n_sets = len({r["prompt_set_id"] for r in rows})
     print(f"  {len(rows):,} prompts in {n_sets:,} prompt sets")
-    _timed("build the 'contact' dataset (prompts + mini, parquet)", lambda: build_dataset("contact", Path(tmp)), t)
+    _timed(
+        "build the 'contact' dataset (prompts + mini, parquet)",
+        lambda: build_dataset(get_builder("contact"), Path(tmp)),
+        t,
+    )
 
     docs = _timed(
         "load_docs x 3 scales (filter, query column, dicts)",

@@ -15,6 +15,7 @@ import pytest
 from bias_harness.datasets_src.base import build_dataset
 from bias_harness.datasets_src.demet import builder as demet
 from bias_harness.datasets_src.raw import RawDataError, RawSourceError
+from bias_harness.datasets_src.registry import get_builder
 
 from tests.conftest import SHARED_DATA
 
@@ -185,7 +186,7 @@ def test_bad_raw_file_names_file_record_field(raw_dir, tmp_path, file, edit, rec
     name = "demet" if file.startswith("human") else "demet_gpt4"
     out = tmp_path / "out"
     with pytest.raises(RawDataError) as err:
-        build_dataset(name, out)
+        build_dataset(get_builder(name), out)
     assert err.value.file == str(path) and err.value.field == field and err.value.record.startswith(record)
     assert file in str(err.value) and field in str(err.value)
     assert not (out / name).exists() and not list(out.glob(f".{name}.building-*"))
@@ -193,12 +194,12 @@ def test_bad_raw_file_names_file_record_field(raw_dir, tmp_path, file, edit, rec
 
 def test_failed_rebuild_keeps_good_copy(raw_dir, tmp_path):
     out = tmp_path / "out"
-    good = build_dataset("demet", out)
+    good = build_dataset(get_builder("demet"), out)
     before = (good / "build_info.json").read_text()
     path = raw_dir / "demet" / "human_written_scenarios.csv"
     _rewrite(path, path, _set_cell(1, "topic", "Gardening"))
     with pytest.raises(RawDataError):
-        build_dataset("demet", out)
+        build_dataset(get_builder("demet"), out)
     assert (out / "demet" / "build_info.json").read_text() == before
     assert (out / "demet" / "prompts" / "test-00000-of-00001.parquet").is_file()
     assert sorted(p.name for p in out.iterdir()) == ["demet"]
@@ -220,7 +221,7 @@ def test_corrupted_download_is_rejected(tmp_path, monkeypatch):
         monkeypatch.setenv("BIAS_HARNESS_CACHE_DIR", str(tmp_path / "cache"))
         out = tmp_path / "out"
         with pytest.raises(RawSourceError, match="Checksum mismatch") as err:
-            build_dataset("demet", out)
+            build_dataset(get_builder("demet"), out)
         assert "demet/human_written_scenarios.csv" in str(err.value) and url in str(err.value)
         assert not (out / "demet").exists() and not list(out.glob(".demet.building-*"))
         assert not (tmp_path / "cache" / "raw" / "demet" / "human_written_scenarios.csv").exists()  # discarded
