@@ -32,4 +32,7 @@ class EditableMapping(BuildHookInterface):
         (out / PTH).write_text(f"import _bias_harness_autoload; _bias_harness_autoload.map_packages({mapping!r})\n")
         # force_include_editable replaces force-include for this build: keep the start-up hook in it
         force = self.build_config.target_config.get("force-include", {})
-        build_data["force_include_editable"] = {**{str(root / src): dst for src, dst in force.items()}, str(out / PTH): PTH}
+        build_data["force_include_editable"] = {
+            **{str(root / src): dst for src, dst in force.items()},
+            str(out / PTH): PTH,
+        }

@@ -43,8 +43,11 @@ class _Loader:
         except Exception as err:  # never break lm-eval itself: say what is missing and how to silence it
             import warnings
 
-            warnings.warn(f"bias-harness: our tasks and model types are not available in lm-eval ({type(err).__name__}: {err}); "
-                          "BIAS_HARNESS_AUTOLOAD=0 turns this hook off", stacklevel=2)
+            warnings.warn(
+                f"bias-harness: our tasks and model types are not available in lm-eval ({type(err).__name__}: {err}); "
+                "BIAS_HARNESS_AUTOLOAD=0 turns this hook off",
+                stacklevel=2,
+            )
 
 
 class LmEvalFinder:
@@ -93,7 +96,9 @@ class PackageMap:
             return None
         from importlib.util import spec_from_file_location
 
-        return spec_from_file_location(fullname, os.path.join(folder, "__init__.py"), submodule_search_locations=[folder])
+        return spec_from_file_location(
+            fullname, os.path.join(folder, "__init__.py"), submodule_search_locations=[folder]
+        )
 
 
 def map_packages(mapping):

@@ -58,9 +58,9 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
+    from bias_harness.plugins.mlm import MaskedLMScorer
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from bias_harness.plugins.mlm import MaskedLMScorer
     from tests.test_mlm_models import build_tiny_mlm
 
     folder = build_tiny_mlm(Path(tempfile.mkdtemp(prefix="mlm-bench-")), "bert", hidden=args.hidden, layers=args.layers)
@@ -68,7 +68,10 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(folder)
     texts = sentences(args.sentences)
     n_tokens = sum(len(tok(t)["input_ids"]) - 2 for t in texts)
-    print(f"model: random BERT, {args.layers} layers, hidden {args.hidden}, {sum(p.numel() for p in model.parameters()):,} params")
+    print(
+        f"model: random BERT, {args.layers} layers, hidden {args.hidden}, "
+        f"{sum(p.numel() for p in model.parameters()):,} params"
+    )
     print(f"{len(texts)} sentences, {n_tokens} masked positions (avg {n_tokens / len(texts):.1f} per sentence)")
 
     scorer = MaskedLMScorer(model, tok, batch_size=args.batch_size)

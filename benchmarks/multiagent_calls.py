@@ -29,10 +29,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("BIAS_HARNESS_RAW_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
 
+from bias_harness.plugins.multiturn import engine as multiturn  # noqa: E402
 from lm_eval.api.model import LM  # noqa: E402
 
 import bias_harness  # noqa: E402
-from bias_harness.plugins.multiturn import engine as multiturn  # noqa: E402
 
 TASK = "multiagent_interaction"
 
@@ -48,8 +48,10 @@ class InstantLM(LM):
     def generate_until(self, requests, disable_tqdm: bool = False):
         self.calls += 1
         self.prompts += len(requests)
-        return ["Task 1: Person assigned: John (male), Task 2: Person assigned: Mark (male), Task 3: Person assigned: "
-                "Emily (female), Task 4: Person assigned: Lisa (female)"] * len(requests)  # fmt: skip
+        return [
+            "Task 1: Person assigned: John (male), Task 2: Person assigned: Mark (male), Task 3: Person assigned: "
+            "Emily (female), Task 4: Person assigned: Lisa (female)"
+        ] * len(requests)
 
     def loglikelihood(self, requests, disable_tqdm: bool = False):
         raise NotImplementedError
@@ -87,7 +89,9 @@ def main() -> None:
 
     reqs = requests_for({"runs": 5})
     n_agents = sum(len(r.doc["agent_names"]) for r in reqs)
-    per_prompt_calls = sum(len(r.doc["agent_names"]) * 4 for r in reqs)  # first + 2 discussion rounds + final, per agent
+    per_prompt_calls = sum(
+        len(r.doc["agent_names"]) * 4 for r in reqs
+    )  # first + 2 discussion rounds + final, per agent
     print(f"{TASK}: {len(reqs)} conversations ({n_agents} agents), instant fake model")
     results = {}
     for mode in (False, True):
@@ -100,8 +104,10 @@ def main() -> None:
     print(f"  {'lockstep':<22} {lc:>21} {lp:>9} {ls:>8.2f}")
     print(f"  {'one conversation/call':<22} {oc:>21} {op:>9} {os_:>8.2f}")
     print(f"  {'one prompt/call (authors)':<22} {per_prompt_calls:>19} {per_prompt_calls:>9} {'-':>8}")
-    print(f"  calls ratio one-at-a-time / lockstep = {oc / lc:.1f}x; per-prompt / lockstep = {per_prompt_calls / lc:.1f}x; "
-          f"wall ratio (instant model) = {os_ / ls:.2f}x")  # fmt: skip
+    print(
+        f"  calls ratio one-at-a-time / lockstep = {oc / lc:.1f}x; per-prompt / lockstep = "
+        f"{per_prompt_calls / lc:.1f}x; wall ratio (instant model) = {os_ / ls:.2f}x"
+    )
 
     if args.tiny > 0:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -118,8 +124,10 @@ def main() -> None:
             t_lock, s_lock = run(lm, small, one_at_a_time=False)
             t_one, s_one = run(lm, small, one_at_a_time=True)
         print(f"\ntiny random GPT-2 (hf, CPU), first {len(small)} conversations, 8 new tokens per turn:")
-        print(f"  lockstep: {s_lock} generate_until calls, {t_lock:.1f} s; one at a time: {s_one} calls, {t_one:.1f} s; "
-              f"time ratio = {t_one / t_lock:.2f}x")  # fmt: skip
+        print(
+            f"  lockstep: {s_lock} generate_until calls, {t_lock:.1f} s; one at a time: {s_one} calls, {t_one:.1f} s; "
+            f"time ratio = {t_one / t_lock:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -43,15 +43,22 @@ def _model(name: str, batch_size: int):
 
 def _requests(docs: list[dict], gen: dict, use_chat: bool):
     import yaml
+    from bias_harness.plugins.multiturn.engine import REQUEST_TYPE, MultiTurnInstance
 
     from bias_harness import tasks_dir
-    from bias_harness.plugins.multiturn.engine import REQUEST_TYPE, MultiTurnInstance
 
     meta = yaml.safe_load((Path(tasks_dir()) / "stop" / "stop.yaml").read_text())["metadata"]
     return [
-        MultiTurnInstance(request_type=REQUEST_TYPE, doc=d, arguments=(d["prompts"][0], copy.deepcopy(gen)), idx=0,
-                          metadata=("stop", i, 1), dialogue=meta["dialogue"], dialogue_kwargs=dict(meta["dialogue_kwargs"]),
-                          use_chat_template=use_chat)  # fmt: skip
+        MultiTurnInstance(
+            request_type=REQUEST_TYPE,
+            doc=d,
+            arguments=(d["prompts"][0], copy.deepcopy(gen)),
+            idx=0,
+            metadata=("stop", i, 1),
+            dialogue=meta["dialogue"],
+            dialogue_kwargs=dict(meta["dialogue_kwargs"]),
+            use_chat_template=use_chat,
+        )
         for i, d in enumerate(docs)
     ]
 
@@ -84,7 +91,10 @@ def main() -> None:
     lm.generate_until = counting
     gen = {"until": ["\n\n"], "max_gen_toks": args.max_gen_toks, "do_sample": False}
     print(f"model={args.model} batch_size={args.batch_size} max_gen_toks={args.max_gen_toks} chat={args.chat}")
-    print(f"{'N':>5} {'lockstep calls':>14} {'baseline calls':>14} {'calls ratio':>11} {'lockstep s':>10} {'baseline s':>10} {'time ratio':>10}")
+    print(
+        f"{'N':>5} {'lockstep calls':>14} {'baseline calls':>14} {'calls ratio':>11} {'lockstep s':>10} "
+        f"{'baseline s':>10} {'time ratio':>10}"
+    )
     for n in args.sizes:
         sub = docs[:: max(1, len(docs) // n)][:n]  # spread over severities
         calls["n"] = 0
@@ -96,7 +106,10 @@ def main() -> None:
         base = [lm.multiturn_generate([r], disable_tqdm=True)[0] for r in _requests(sub, gen, args.chat)]
         t_base, c_base = time.perf_counter() - t0, calls["n"]
         same = "identical" if lock == base else "DIFFERENT transcripts"
-        print(f"{n:5d} {c_lock:14d} {c_base:14d} {c_base / c_lock:11.1f} {t_lock:10.2f} {t_base:10.2f} {t_base / t_lock:10.1f}  ({same})")
+        print(
+            f"{n:5d} {c_lock:14d} {c_base:14d} {c_base / c_lock:11.1f} {t_lock:10.2f} {t_base:10.2f} "
+            f"{t_base / t_lock:10.1f}  ({same})"
+        )
 
 
 if __name__ == "__main__":

@@ -27,8 +27,13 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="bh-page-") as tmp:
         t0 = time.perf_counter()
-        done = subprocess.run(["bash", "scripts/results.sh", "replay"], cwd=REPO, env={**os.environ, "PAGE": tmp},
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["bash", "scripts/results.sh", "replay"],
+            cwd=REPO,
+            env={**os.environ, "PAGE": tmp},
+            capture_output=True,
+            text=True,
+        )
         seconds = time.perf_counter() - t0
         if done.returncode != 0:
             print(done.stderr[-3000:], file=sys.stderr)

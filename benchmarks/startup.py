@@ -2,7 +2,8 @@
 
 ``python -c pass`` and ``python -c "import lm_eval"`` run in two scratch virtual environments that reuse this
 one's packages through a .pth line and differ only in the hook: "without" has no hook file at all, "with" has the
-installed ``bias_harness_autoload.pth`` and ``_bias_harness_autoload.py`` (byte-compiled, as pip installs it). ``import lm_eval.tasks`` (where the
+installed ``bias_harness_autoload.pth`` and ``_bias_harness_autoload.py`` (byte-compiled, as pip installs it). \
+``import lm_eval.tasks`` (where the
 hook acts: adds our task folder, imports bias_harness.plugins) runs in this venv with ``BIAS_HARNESS_AUTOLOAD=0``
 vs on. Medians of many runs, the two settings interleaved so machine load hits both alike.
 Goal (issue 13): ``python -c pass`` within 2 ms of the time without the hook.
@@ -30,8 +31,14 @@ def _venv(root: Path, hook: bool) -> Path:
     """A scratch venv that sees this venv's packages (a plain path line: no .pth of this venv runs there)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
     py = root / "bin" / "python"
-    site = Path(subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True,
-                               capture_output=True, text=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     main_site = Path(sysconfig.get_paths()["purelib"])
     (site / "_reuse.pth").write_text(f"{main_site}\n")
     if hook:
@@ -72,9 +79,16 @@ def main() -> None:
         _row("python -c pass", args.runs, (without, env), (with_hook, env), "pass")
         _row('python -c "import lm_eval"', args.runs, (without, env), (with_hook, env), "import lm_eval")
         here = Path(sys.executable)
-        _row('python -c "import lm_eval.tasks"', max(5, args.runs // 4), (here, {**env, "BIAS_HARNESS_AUTOLOAD": "0"}),
-             (here, env), "import lm_eval.tasks")
-    print("off/on: scratch venvs without/with the hook files; for lm_eval.tasks: this venv, BIAS_HARNESS_AUTOLOAD=0 vs on")
+        _row(
+            'python -c "import lm_eval.tasks"',
+            max(5, args.runs // 4),
+            (here, {**env, "BIAS_HARNESS_AUTOLOAD": "0"}),
+            (here, env),
+            "import lm_eval.tasks",
+        )
+    print(
+        "off/on: scratch venvs without/with the hook files; for lm_eval.tasks: this venv, BIAS_HARNESS_AUTOLOAD=0 vs on"
+    )
 
 
 if __name__ == "__main__":

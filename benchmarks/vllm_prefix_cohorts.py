@@ -64,23 +64,35 @@ def cpu_seconds() -> float:
 def run(lm: Any, task: str, limit: int, cohorts: bool) -> dict[str, Any]:
     """One simple_evaluate of ``task`` on an emptied prefix cache; wall time, per-step totals, answers, metrics."""
     import lm_eval
+    from bias_harness.plugins.multiturn import engine
 
     import bias_harness
-    from bias_harness.plugins.multiturn import engine
 
     lm.model.reset_prefix_cache()
     tm = bias_harness.task_manager(metadata={"kv_cohorts": cohorts})
     t0, c0 = time.perf_counter(), cpu_seconds()
-    res = lm_eval.simple_evaluate(model=lm, tasks=[task], limit=limit, apply_chat_template=True, task_manager=tm,
-                                  log_samples=True, bootstrap_iters=0)
+    res = lm_eval.simple_evaluate(
+        model=lm,
+        tasks=[task],
+        limit=limit,
+        apply_chat_template=True,
+        task_manager=tm,
+        log_samples=True,
+        bootstrap_iters=0,
+    )
     wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
     answers = [s["resps"] for s in sorted(res["samples"][task], key=lambda s: s["doc_id"])]
     metrics = {k: v for k, v in res["results"][task].items() if isinstance(v, float)}
     calls = sum(not s.get("streamed") for s in engine.LAST_RUN_STATS)
     streams = len(engine.LAST_RUN_STATS) - calls
-    return {"wall": wall, "cpu": cpu, "steps": engine.step_totals(engine.LAST_RUN_STATS),
-            "calls": f"{calls} LLM.generate call(s)" + (f" + {streams} stream on vLLM's engine" if streams else ""),
-            "answers": answers, "metrics": metrics}
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "steps": engine.step_totals(engine.LAST_RUN_STATS),
+        "calls": f"{calls} LLM.generate call(s)" + (f" + {streams} stream on vLLM's engine" if streams else ""),
+        "answers": answers,
+        "metrics": metrics,
+    }
 
 
 def served_share(step: dict[str, Any]) -> float | None:
@@ -90,15 +102,21 @@ def served_share(step: dict[str, Any]) -> float | None:
 def print_run(name: str, res: dict[str, Any]) -> None:
     steps = res["steps"]
     plan = sum(s["plan_seconds"] for s in steps)
-    print(f"  {name}: {res['wall']:.1f} s end to end ({res['cpu']:.1f} CPU seconds), {res['calls']}; prefix-cache "
-          f"bookkeeping (tokenizing, block hashes, reusable counts, admitting) {plan:.2f} s")
-    print(f"    {'step':>4} {'prompts':>7} {'calls':>5} {'prompt tok':>10} {'served':>8} {'reusable':>8} "
-          f"{'served/reusable':>15} {'hit rate':>8} {'seconds':>8}")
+    print(
+        f"  {name}: {res['wall']:.1f} s end to end ({res['cpu']:.1f} CPU seconds), {res['calls']}; prefix-cache "
+        f"bookkeeping (tokenizing, block hashes, reusable counts, admitting) {plan:.2f} s"
+    )
+    print(
+        f"    {'step':>4} {'prompts':>7} {'calls':>5} {'prompt tok':>10} {'served':>8} {'reusable':>8} "
+        f"{'served/reusable':>15} {'hit rate':>8} {'seconds':>8}"
+    )
     for s in steps:
         share = served_share(s)
-        print(f"    {s['step']:>4} {s['prompts']:>7} {s['calls']:>5} {s['prompt_tokens']:>10,} "
-              f"{s['cached_tokens']:>8,} {s['reusable_tokens']:>8,} {'-' if share is None else f'{share:.1%}':>15} "
-              f"{s['cached_tokens'] / max(s['prompt_tokens'], 1):>8.1%} {s['seconds'] + s['prepare_seconds']:>8.1f}")
+        print(
+            f"    {s['step']:>4} {s['prompts']:>7} {s['calls']:>5} {s['prompt_tokens']:>10,} "
+            f"{s['cached_tokens']:>8,} {s['reusable_tokens']:>8,} {'-' if share is None else f'{share:.1%}':>15} "
+            f"{s['cached_tokens'] / max(s['prompt_tokens'], 1):>8.1%} {s['seconds'] + s['prepare_seconds']:>8.1f}"
+        )
 
 
 def main() -> None:
@@ -111,20 +129,28 @@ def main() -> None:
     ap.add_argument("--dtype", default="auto", help="auto (bf16) or float32 (the --caches then hold half the tokens)")
     args = ap.parse_args()
 
+    from bias_harness.plugins.multiturn.vllm_steps import kv_cache
     from lm_eval.models.vllm_causallms import VLLM
 
     from bias_harness.models import prepare_model
-    from bias_harness.plugins.multiturn.vllm_steps import kv_cache
 
     path = str(prepare_model("smollm2")) if args.model == "smollm2" else args.model
     print(f"model {path}; task {args.task} --limit {args.limit}; cores {os.cpu_count()}")
     summary = []
     for size in (int(x) for x in args.caches.split(",")):
-        lm = VLLM(pretrained=path, dtype=args.dtype, kv_cache_memory_bytes=size, max_model_len=args.max_model_len,
-                  enforce_eager=True, enable_prefix_caching=True)
+        lm = VLLM(
+            pretrained=path,
+            dtype=args.dtype,
+            kv_cache_memory_bytes=size,
+            max_model_len=args.max_model_len,
+            enforce_eager=True,
+            enable_prefix_caching=True,
+        )
         cache = kv_cache(lm, {})
-        print(f"\nKV cache {cache.tokens + cache.block_size:,} tokens (kv_cache_memory_bytes={size:,}; "
-              f"{cache.blocks} usable blocks of {cache.block_size})")
+        print(
+            f"\nKV cache {cache.tokens + cache.block_size:,} tokens (kv_cache_memory_bytes={size:,}; "
+            f"{cache.blocks} usable blocks of {cache.block_size})"
+        )
         runs = {name: run(lm, args.task, args.limit, flag) for name, flag in MODES.items()}
         for name, res in runs.items():
             print_run(name, res)
@@ -134,13 +160,17 @@ def main() -> None:
         shares = [served_share(s) for s in after["steps"] if s["step"] > 1]
         worst = min((x for x in shares if x is not None), default=None)
         metrics = "identical" if before["metrics"] == after["metrics"] else "DIFFER"
-        print(f"  identical transcripts: {same}/{len(before['answers'])}{f' (differ: {differ})' if differ else ''}; "
-              f"metrics {metrics} (P {after['metrics'].get('P,none')})")
-        print(f"  cohorts vs lockstep: wall time ratio {after['wall'] / before['wall']:.2f} (<= 1: no slower), CPU "
-              f"seconds ratio {after['cpu'] / before['cpu']:.2f}; "
-              f"served tokens {sum(s['cached_tokens'] for s in after['steps']):,} vs "
-              f"{sum(s['cached_tokens'] for s in before['steps']):,}; lowest served/reusable after step 1: "
-              f"{'-' if worst is None else f'{worst:.1%}'} (goal >= 80%)")
+        print(
+            f"  identical transcripts: {same}/{len(before['answers'])}{f' (differ: {differ})' if differ else ''}; "
+            f"metrics {metrics} (P {after['metrics'].get('P,none')})"
+        )
+        print(
+            f"  cohorts vs lockstep: wall time ratio {after['wall'] / before['wall']:.2f} (<= 1: no slower), CPU "
+            f"seconds ratio {after['cpu'] / before['cpu']:.2f}; "
+            f"served tokens {sum(s['cached_tokens'] for s in after['steps']):,} vs "
+            f"{sum(s['cached_tokens'] for s in before['steps']):,}; lowest served/reusable after step 1: "
+            f"{'-' if worst is None else f'{worst:.1%}'} (goal >= 80%)"
+        )
         summary.append((cache.tokens + cache.block_size, after["wall"] / before["wall"], worst))
         del lm
         gc.collect()

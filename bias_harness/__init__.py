@@ -27,14 +27,17 @@ def tasks_dir() -> str:
     return os.path.dirname(os.path.realpath(tasks.__file__))
 
 
-def task_manager(include_path: str | list[str] | None = None, include_defaults: bool = True, **kwargs: Any) -> TaskManager:
+def task_manager(
+    include_path: str | list[str] | None = None, include_defaults: bool = True, **kwargs: Any
+) -> TaskManager:
     """An lm-eval ``TaskManager`` with our tasks on the include path.
 
     ``include_defaults=False`` skips lm-eval's ~12 s index of its built-in tasks (handy in tests).
     Extra keyword arguments (e.g. ``metadata=``) go to ``TaskManager``.
     """
-    import bias_harness.plugins  # noqa: F401  (registers metrics, filters, model types, request types)
     from lm_eval.tasks import TaskManager
+
+    import bias_harness.plugins  # noqa: F401  (registers metrics, filters, model types, request types)
 
     paths = [tasks_dir()]
     if include_path:

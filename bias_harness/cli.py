@@ -33,14 +33,16 @@ from bias_harness.redact import redact, redacted_std_streams, remember, secrets_
 
 # The project's error types that mean "bad input", by qualified name: checking names keeps the heavy modules
 # that define them (lm-eval, datasets) out of commands that never raise them.
-USER_ERROR_TYPES = frozenset({
-    "bias_harness.datasets_src.raw.RawSourceError",
-    "bias_harness.datasets_src.raw.RawDataError",
-    "bias_harness.datasets_src.generate_common.GenerationSetupError",
-    "bias_harness.plugins.multiturn.dialogues.DialogueError",
-    "bias_harness.plugins.paired.RunMismatch",
-    "bias_harness.mitigation.recipe.RecipeError",
-})
+USER_ERROR_TYPES = frozenset(
+    {
+        "bias_harness.datasets_src.raw.RawSourceError",
+        "bias_harness.datasets_src.raw.RawDataError",
+        "bias_harness.datasets_src.generate_common.GenerationSetupError",
+        "bias_harness.plugins.multiturn.dialogues.DialogueError",
+        "bias_harness.plugins.paired.RunMismatch",
+        "bias_harness.mitigation.recipe.RecipeError",
+    }
+)
 # lm-eval's own messages for input errors (it raises plain ValueError for them)
 LM_EVAL_USER_MESSAGES = ("Tasks not found:",)
 
@@ -82,10 +84,10 @@ class _Parser(argparse.ArgumentParser):
 def run_lm_eval(argv: list[str]) -> None:
     """lm-eval's CLI with ``tasks_dir()`` prepended to ``--include_path`` (which then may be a list), and with the
     checks of :func:`_lm_eval_guards`."""
-    import bias_harness.plugins  # noqa: F401  (register our request type, model types, filters)
     from lm_eval._cli import HarnessCLI
     from lm_eval.utils import setup_logging
 
+    import bias_harness.plugins  # noqa: F401  (register our request type, model types, filters)
     from bias_harness import tasks_dir
 
     setup_logging()
@@ -107,8 +109,9 @@ def run_lm_eval(argv: list[str]) -> None:
 
 def _argument_error(argv: list[str], err: ValueError) -> BadInput:
     text = " ".join(str(err).split())
-    flag = next((argv[i - 1] for i in range(1, len(argv))
-                 if argv[i] and argv[i] in text and argv[i - 1].startswith("--")), None)
+    flag = next(
+        (argv[i - 1] for i in range(1, len(argv)) if argv[i] and argv[i] in text and argv[i - 1].startswith("--")), None
+    )
     return BadInput(f"{flag}: {text}" if flag else text)
 
 
@@ -172,14 +175,20 @@ def _check_sqlite(path: Path) -> None:
         with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as err:
-        raise BadInput(f"--use_cache: {path} is not a readable SQLite database ({err}); delete it (its answers are "
-                       "lost) or give another --use_cache path") from None
+        raise BadInput(
+            f"--use_cache: {path} is not a readable SQLite database ({err}); delete it (its answers are "
+            "lost) or give another --use_cache path"
+        ) from None
 
 
 def _commands() -> dict[str, object]:
     import bias_harness.commands as pkg
 
-    return {m.name: importlib.import_module(f"{pkg.__name__}.{m.name}") for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_")}
+    return {
+        m.name: importlib.import_module(f"{pkg.__name__}.{m.name}")
+        for m in pkgutil.iter_modules(pkg.__path__)
+        if not m.name.startswith("_")
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,15 +212,26 @@ def _run(argv: list[str]) -> int:
     if argv and argv[0] == "eval":
         run_lm_eval(argv[1:])
         return 0
-    parser = _Parser(prog="bias-harness", description="Social-bias benchmarks on lm-eval, datasets from the authors' raw files, TRL mitigation.")
+    parser = _Parser(
+        prog="bias-harness",
+        description="Social-bias benchmarks on lm-eval, datasets from the authors' raw files, TRL mitigation.",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error (also BIAS_HARNESS_DEBUG=1)")
+    parser.add_argument(
+        "--debug", action="store_true", help="show the full traceback of an error (also BIAS_HARNESS_DEBUG=1)"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("eval", help="lm-eval's CLI (run/ls/validate, every lm-eval flag) with our tasks on the include path", add_help=False)
-    for name, module in sorted(_commands().items()):
+    sub.add_parser(
+        "eval",
+        help="lm-eval's CLI (run/ls/validate, every lm-eval flag) with our tasks on the include path",
+        add_help=False,
+    )
+    for _name, module in sorted(_commands().items()):
         module.add_parser(sub)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
     if not args.command:
         parser.print_help()
         return 1

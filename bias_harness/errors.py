@@ -51,7 +51,8 @@ def check_writable(path: str | os.PathLike[str], what: str) -> None:
     try:
         fd, name = tempfile.mkstemp(dir=probe, prefix=".bias-harness-write-check-")
     except OSError as err:
-        raise NotWritable(f"{what} {target}: cannot write in {probe} ({err.strerror or err}); "
-                          "choose a folder you can write to") from None
+        raise NotWritable(
+            f"{what} {target}: cannot write in {probe} ({err.strerror or err}); choose a folder you can write to"
+        ) from None
     os.close(fd)
     os.unlink(name)

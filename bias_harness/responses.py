@@ -20,7 +20,7 @@ import json
 import logging
 import lzma
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ def save(cache_dir: str | Path, packs: str | Path) -> list[Path]:
 
     cache_dir, packs = Path(cache_dir), Path(packs)
     written = []
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H-%M-%S")
     for db in databases(cache_dir):
         pack_dir = packs / db.stem
         known = {key for key, _ in read_packs(pack_dir)}

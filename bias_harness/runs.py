@@ -29,7 +29,9 @@ class Run:
     sample_files: dict[str, Path] = field(default_factory=dict)  # task -> samples_*.jsonl
     sources: list[Path] = field(default_factory=list)
     labels: dict[Path, str] = field(default_factory=dict)  # source -> name relative to its run folder (for display)
-    backends: dict[Path, str] = field(default_factory=dict)  # source -> model type + backend, e.g. "hf (transformers 5.19.0, cpu)"
+    backends: dict[Path, str] = field(
+        default_factory=dict
+    )  # source -> model type + backend, e.g. "hf (transformers 5.19.0, cpu)"
 
     def tasks(self) -> list[str]:
         return sorted(self.results)
@@ -60,13 +62,18 @@ def read_run_file(path: str | Path) -> Any:
         return load_jsonl(path) if path.suffix == ".jsonl" else load_json(path)
     except (RawDataError, UnicodeDecodeError) as err:
         where = f"{err.record}: {err.detail}" if isinstance(err, RawDataError) else f"not UTF-8 text ({err.reason})"
-        raise BadInput(f"{path}: {where}; the file is damaged or cut short (an interrupted run?): run the task again "
-                       "to rewrite it, or move the file out of the run folder") from None
+        raise BadInput(
+            f"{path}: {where}; the file is damaged or cut short (an interrupted run?): run the task again "
+            "to rewrite it, or move the file out of the run folder"
+        ) from None
 
 
 def _result_files(run_dirs: tuple[str | Path, ...]) -> list[tuple[Path, Path]]:
     """(run folder, results file) pairs, oldest stamp first (so newer results win when merged)."""
-    files = sorted(((Path(d), p) for d in run_dirs for p in Path(d).rglob("results_*.json")), key=lambda dp: (dp[1].name, str(dp[1])))
+    files = sorted(
+        ((Path(d), p) for d in run_dirs for p in Path(d).rglob("results_*.json")),
+        key=lambda dp: (dp[1].name, str(dp[1])),
+    )
     if not files:
         from bias_harness.errors import MissingInput
 
@@ -84,9 +91,16 @@ def source_label(run_dir: Path, path: Path, data: dict[str, Any], prefix: bool =
     return "/".join(([run_dir.resolve().name] if prefix else []) + parts)
 
 
-BACKEND_LIBRARY = {"hf": "transformers", "hf-mlm": "transformers", "vllm": "vLLM", "sglang": "SGLang",
-                   "local-completions": "OpenAI-compatible server", "local-chat-completions": "OpenAI-compatible server",
-                   "openai-completions": "OpenAI API", "openai-chat-completions": "OpenAI API"}
+BACKEND_LIBRARY = {
+    "hf": "transformers",
+    "hf-mlm": "transformers",
+    "vllm": "vLLM",
+    "sglang": "SGLang",
+    "local-completions": "OpenAI-compatible server",
+    "local-chat-completions": "OpenAI-compatible server",
+    "openai-completions": "OpenAI API",
+    "openai-chat-completions": "OpenAI API",
+}
 
 
 def backend_label(data: dict[str, Any]) -> str:
@@ -175,7 +189,9 @@ def save_run(out: dict[str, Any], folder: Path) -> Path:
     stamp = time.strftime("%Y-%m-%dT%H-%M-%S")
     dump = {k: v for k, v in out.items() if k != "samples"}
     path = folder / f"results_{stamp}.json"
-    path.write_text(json.dumps(dump, indent=2, default=handle_non_serializable, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps(dump, indent=2, default=handle_non_serializable, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     for task, samples in (out.get("samples") or {}).items():
         with open(folder / f"samples_{task}_{stamp}.jsonl", "w", encoding="utf-8") as f:
             for s in samples:
@@ -194,7 +210,8 @@ def fmt(value: Any, digits: int = 3) -> str:
 
 
 def subset_note(run: Run, task: str) -> str:
-    """``"10"`` / ``"10 of 450"`` for a ``--limit`` run, ``"45 of 450 (--samples)"`` for selected documents, else ``""``."""
+    """``"10"`` / ``"10 of 450"`` for a ``--limit`` run, ``"45 of 450 (--samples)"`` for selected documents, else
+    ``""``."""
     counts = run.n_samples.get(task) or {}
     eff, orig = counts.get("effective"), counts.get("original")
     lim = run.limit.get(task)
@@ -218,7 +235,7 @@ class Point:
     hi: float = float("nan")
 
 
-def metric_point(run: "Run", task: str, name: str) -> Point:
+def metric_point(run: Run, task: str, name: str) -> Point:
     """Metric ``name`` of ``task`` with the task's own ``<name>_ci_lo`` / ``<name>_ci_hi`` (NaN where absent)."""
 
     def num(key: str) -> float:

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import datasets
+from bias_harness.datasets_src.raw import RawFile, RawSourceError, fetch, sha256_of
 
 from bias_harness import __version__, settings
-from bias_harness.datasets_src.raw import RawFile, RawSourceError, fetch, sha256_of
 from bias_harness.errors import check_writable
 
 if TYPE_CHECKING:
@@ -142,18 +142,23 @@ def card_data(builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict])
             {
                 "config_name": cfg,
                 "features": next(iter(dd.values())).features._to_yaml_list(),
-                "splits": [{"name": split, "num_bytes": int(ds.data.nbytes), "num_examples": len(ds)} for split, ds in dd.items()],
+                "splits": [
+                    {"name": split, "num_bytes": int(ds.data.nbytes), "num_examples": len(ds)}
+                    for split, ds in dd.items()
+                ],
             }
             for cfg, dd in configs.items()
         ],
     )
 
 
-def _modified_note(builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict],
-                   modified: dict[str, Modified]) -> str:
+def _modified_note(
+    builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict], modified: dict[str, Modified]
+) -> str:
     """The card's warning for a build from modified raw files: which files, their real sha256, the real row counts."""
-    counts = "; ".join(f"`{cfg}`: " + ", ".join(f"{s} {len(ds):,}" for s, ds in dd.items())
-                       for cfg, dd in configs.items())
+    counts = "; ".join(
+        f"`{cfg}`: " + ", ".join(f"{s} {len(ds):,}" for s, ds in dd.items()) for cfg, dd in configs.items()
+    )
     files = "\n".join(f"> | `{m.raw.key}` | `{m.sha256}` | `{m.raw.sha256}` |" for m in modified.values())
     return f"""> **This copy differs from the upstream data.** It was built with
 > `bias-harness data build {builder.name} --allow-modified-raw` from raw files whose content differs from the pinned
@@ -169,8 +174,9 @@ def _modified_note(builder: DatasetBuilder, configs: dict[str, datasets.DatasetD
 """
 
 
-def render_card(builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict],
-                modified: dict[str, Modified] | None = None) -> str:
+def render_card(
+    builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict], modified: dict[str, Modified] | None = None
+) -> str:
     """The dataset card (:class:`huggingface_hub.DatasetCard`): the Hub metadata of :func:`card_data` + prose sections.
     ``modified``: raw files that differ from upstream (the card then says so at the top and in its raw-file table)."""
     from huggingface_hub import DatasetCard
@@ -191,8 +197,9 @@ def render_card(builder: DatasetBuilder, configs: dict[str, datasets.DatasetDict
         pinned = f"`{r.sha256[:16]}…`"
         return f"`{by_key[r.key].sha256[:16]}…` (modified; upstream {pinned})" if r.key in by_key else pinned
 
-    raw = "\n".join(f"| `{r.key}` | {r.repo} @ `{r.commit[:12]}` | `{r.path}` | {sha(r)} |"
-                     for r in builder.raw_files.values())
+    raw = "\n".join(
+        f"| `{r.key}` | {r.repo} @ `{r.commit[:12]}` | `{r.path}` | {sha(r)} |" for r in builder.raw_files.values()
+    )
     org = settings.hub_org()
     note = _modified_note(builder, configs, modified) if modified else ""
     body = f"""# {card.pretty_name}
@@ -275,8 +282,13 @@ def build_dataset(builder: DatasetBuilder, out_root: Path | None = None, allow_m
         if modified and not allow_modified_raw:
             raise _modified_error(name, modified)
         for m in modified.values():
-            log.warning("%s differs from the pinned upstream file (sha256 %s, upstream %s): building from it as asked; "
-                        "the card says so", m.path, m.sha256[:16], m.raw.sha256[:16])
+            log.warning(
+                "%s differs from the pinned upstream file (sha256 %s, upstream %s): building from it as asked; "
+                "the card says so",
+                m.path,
+                m.sha256[:16],
+                m.raw.sha256[:16],
+            )
         for cfg, dd in configs.items():
             for split, ds in dd.items():
                 if len(ds) == 0:
@@ -288,10 +300,13 @@ def build_dataset(builder: DatasetBuilder, out_root: Path | None = None, allow_m
         info = {
             "dataset": name,
             "bias_harness_version": __version__,
-            "raw_files": {k: {"key": pinned[k].key, "sha256": modified[k].sha256 if k in modified else pinned[k].sha256}
-                          for k in files},
-            "modified_raw_files": {k: {"key": m.raw.key, "sha256": m.sha256, "upstream_sha256": m.raw.sha256}
-                                   for k, m in modified.items()},
+            "raw_files": {
+                k: {"key": pinned[k].key, "sha256": modified[k].sha256 if k in modified else pinned[k].sha256}
+                for k in files
+            },
+            "modified_raw_files": {
+                k: {"key": m.raw.key, "sha256": m.sha256, "upstream_sha256": m.raw.sha256} for k, m in modified.items()
+            },
             "configs": {cfg: {split: len(ds) for split, ds in dd.items()} for cfg, dd in configs.items()},
         }
         (tmp / "build_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")

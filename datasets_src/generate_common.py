@@ -46,18 +46,29 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bias_harness.datasets_src.raw import RawDataError, load_jsonl, validate_records
+
 from bias_harness.redact import redact, remember
 
 log = logging.getLogger(__name__)
 
-REASONS = ("refused", "empty", "truncated", "malformed_json", "malformed_answer", "schema", "invalid_content", "api_error")
+REASONS = (
+    "refused",
+    "empty",
+    "truncated",
+    "malformed_json",
+    "malformed_answer",
+    "schema",
+    "invalid_content",
+    "api_error",
+)
 SPLIT_FILE = "train.jsonl"
 _CONFIG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 # A refusal is an answer without a JSON object that opens like one of these (checked after JSON parsing fails).
 REFUSAL = re.compile(
-    r"^\W*(i['’]?m sorry|i am sorry|sorry\b|i apologi[sz]e|i can['’]?t\b|i cannot\b|i can not\b|i won['’]?t\b|i will not\b|"
-    r"i['’]?m (?:not able|unable)|i am (?:not able|unable)|i must decline|as an ai\b|unfortunately,? i (?:can|am)\b)",
+    r"^\W*(i['’]?m sorry|i am sorry|sorry\b|i apologi[sz]e|i can['’]?t\b|i cannot\b|i can not\b|i won['’]?t\b|"
+    r"i will not\b|i['’]?m (?:not able|unable)|i am (?:not able|unable)|i must decline|as an ai\b|"
+    r"unfortunately,? i (?:can|am)\b)",
     re.IGNORECASE,
 )
 
@@ -151,7 +162,10 @@ class ChatClient:
         if self.secret is None:
             log.info("environment variable %s is not set: sending a placeholder API key", settings.api_key_env)
         self._client = openai.OpenAI(
-            base_url=settings.base_url, api_key=self.secret or "EMPTY", timeout=settings.timeout, max_retries=settings.max_retries
+            base_url=settings.base_url,
+            api_key=self.secret or "EMPTY",
+            timeout=settings.timeout,
+            max_retries=settings.max_retries,
         )
 
     def complete(self, messages: list[dict[str, str]], seed: int | None) -> Answer:
@@ -209,7 +223,11 @@ def extract_json_object(text: str) -> dict[str, Any]:
         raise Rejected("malformed_json", f"expected a JSON object, got a JSON {type(obj).__name__}")
     if first_error is None or "{" not in stripped:
         raise Rejected("malformed_json", "the answer contains no JSON object")
-    raise Rejected("malformed_json", f"invalid JSON: {first_error.msg} (line {first_error.lineno}, column {first_error.colno})", started=True)
+    raise Rejected(
+        "malformed_json",
+        f"invalid JSON: {first_error.msg} (line {first_error.lineno}, column {first_error.colno})",
+        started=True,
+    )
 
 
 def validate(record: dict[str, Any], schema: dict[str, Any], index: int) -> None:
@@ -239,7 +257,9 @@ def classify(answer: Answer, request: Request, generator: Generator) -> dict[str
             raise Rejected("refused", f"the model declined: {text.strip()[:200]}") from None
         if answer.finish_reason == "length":
             if err.started:  # the expected layout was started and cut off
-                raise Rejected("truncated", f"the answer stopped at max_tokens before it was complete ({err.detail})") from None
+                raise Rejected(
+                    "truncated", f"the answer stopped at max_tokens before it was complete ({err.detail})"
+                ) from None
             raise Rejected(err.reason, f"{err.detail} (the answer was cut at max_tokens)") from None
         raise
     record = generator.to_record(request, obj)
@@ -298,7 +318,9 @@ class Store:
 
     def __post_init__(self) -> None:
         if not _CONFIG_NAME.match(self.config) or self.config in {"runs"}:
-            raise GenerationSetupError(f"--out-config must be letters, digits, '_', '.' or '-' (and not 'runs'), not {self.config!r}")
+            raise GenerationSetupError(
+                f"--out-config must be letters, digits, '_', '.' or '-' (and not 'runs'), not {self.config!r}"
+            )
         self.root = Path(self.root)
 
     @property
@@ -328,7 +350,11 @@ class Store:
                 if rec["id"] not in seen:
                     seen.add(rec["id"])
                     if index_field:
-                        rec = {"id": rec["id"], index_field: len(existing) + len(new), **{k: v for k, v in rec.items() if k != "id"}}
+                        rec = {
+                            "id": rec["id"],
+                            index_field: len(existing) + len(new),
+                            **{k: v for k, v in rec.items() if k != "id"},
+                        }
                     new.append(rec)
             if new or not self.data_file.is_file():
                 lines = [json.dumps(r, ensure_ascii=False) for r in existing + new]
@@ -352,7 +378,9 @@ class Store:
                 {"config_name": c, "data_files": [{"split": "train", "path": f"{c}/{SPLIT_FILE}"}]} for c in configs
             ],
         }
-        rows = "\n".join(f"| `{c}` | {sum(1 for _ in open(self.folder / c / SPLIT_FILE, encoding='utf-8'))} |" for c in configs)
+        rows = "\n".join(
+            f"| `{c}` | {sum(1 for _ in open(self.folder / c / SPLIT_FILE, encoding='utf-8'))} |" for c in configs
+        )
         body = f"""# {self.work}: rows generated with an LLM
 
 Written by `bias-harness data generate {self.work}` (the paper's own generation method, run against an
@@ -441,7 +469,11 @@ def run_generation(
             bar.update(1)
     except KeyboardInterrupt:  # keep what was answered so far: it is validated and appended below
         interrupted = True
-        log.warning("interrupted: keeping the %d answers received, dropping the other %d requests", len(answers), len(requests) - len(answers))
+        log.warning(
+            "interrupted: keeping the %d answers received, dropping the other %d requests",
+            len(answers),
+            len(requests) - len(answers),
+        )
     finally:
         pool.shutdown(wait=not interrupted, cancel_futures=True)
         bar.close()
@@ -458,8 +490,16 @@ def run_generation(
             record = classify(ans, req, generator)
         except Rejected as err:
             counts[err.reason] += 1
-            rejects.append({"index": req.index, "reason": err.reason, "detail": err.detail, "request": req.meta, "answer": ans.text,
-                            "finish_reason": ans.finish_reason})
+            rejects.append(
+                {
+                    "index": req.index,
+                    "reason": err.reason,
+                    "detail": err.detail,
+                    "request": req.meta,
+                    "answer": ans.text,
+                    "finish_reason": ans.finish_reason,
+                }
+            )
             continue
         n_passed += 1
         record = {"id": content_id(record, generator.content_keys), **record, "model": settings.model}
@@ -474,13 +514,27 @@ def run_generation(
     summary_file = runs / f"{run_id}.summary.json"
     _atomic_write(rejects_file, "".join(json.dumps(redact(r), ensure_ascii=False) + "\n" for r in rejects))
     summary = RunSummary(
-        work=generator.name, config=store.config, requested=len(requests), answered=len(answers), accepted=n_passed, appended=appended,
+        work=generator.name,
+        config=store.config,
+        requested=len(requests),
+        answered=len(answers),
+        accepted=n_passed,
+        appended=appended,
         already_present=n_passed - appended,
-        rejected={k: counts[k] for k in REASONS if counts[k]}, data_file=str(store.data_file),
-        rejects_file=str(rejects_file), summary_file=str(summary_file), seconds=round(time.time() - started, 3),
+        rejected={k: counts[k] for k in REASONS if counts[k]},
+        data_file=str(store.data_file),
+        rejects_file=str(rejects_file),
+        summary_file=str(summary_file),
+        seconds=round(time.time() - started, 3),
     )
-    payload = {**asdict(summary), "run_id": run_id, "seed": seed, "workers": workers, "client": settings.public(),
-               "options": options or {}}
+    payload = {
+        **asdict(summary),
+        "run_id": run_id,
+        "seed": seed,
+        "workers": workers,
+        "client": settings.public(),
+        "options": options or {},
+    }
     _atomic_write(summary_file, json.dumps(redact(payload), indent=2, ensure_ascii=False) + "\n")
     for r in rejects:
         log.debug("rejected generation %d (%s): %s", r["index"], r["reason"], redact(r["detail"]))

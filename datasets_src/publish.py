@@ -26,7 +26,9 @@ def check_card(folder: Path, repo_type: str = "dataset") -> None:
         raise ValueError(f"{path}: the card has no YAML metadata block")
 
 
-def push_folder(folder: Path, repo_id: str, private: bool = False, dry_run_dir: Path | None = None, repo_type: str = "dataset") -> str:
+def push_folder(
+    folder: Path, repo_id: str, private: bool = False, dry_run_dir: Path | None = None, repo_type: str = "dataset"
+) -> str:
     """Upload ``folder`` (card + data) to ``repo_id``; with ``dry_run_dir`` copy exactly that upload there instead.
 
     The token comes from the usual Hugging Face login or ``HF_TOKEN``; it is never printed or written.
@@ -44,7 +46,12 @@ def push_folder(folder: Path, repo_id: str, private: bool = False, dry_run_dir: 
 
     api = HfApi()
     api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True)
-    commit = api.upload_folder(repo_id=repo_id, repo_type=repo_type, folder_path=str(folder), commit_message="Upload with bias-harness")
-    url = getattr(commit, "commit_url", None) or f"https://huggingface.co/{'datasets/' if repo_type == 'dataset' else ''}{repo_id}"
+    commit = api.upload_folder(
+        repo_id=repo_id, repo_type=repo_type, folder_path=str(folder), commit_message="Upload with bias-harness"
+    )
+    url = (
+        getattr(commit, "commit_url", None)
+        or f"https://huggingface.co/{'datasets/' if repo_type == 'dataset' else ''}{repo_id}"
+    )
     log.info("pushed %s to %s", folder, url)
     return str(url)

@@ -81,7 +81,9 @@ def fetch(raw: RawFile, timeout: float = 30.0) -> Path:
     if root is not None:
         local = root / raw.key
         if not local.is_file():
-            raise RawSourceError(f"Raw file '{raw.key}' not found in {settings.ENV_RAW_DIR}={root}. " + _how_to_provide(raw))
+            raise RawSourceError(
+                f"Raw file '{raw.key}' not found in {settings.ENV_RAW_DIR}={root}. " + _how_to_provide(raw)
+            )
         return local
 
     cached = settings.download_dir() / raw.key
@@ -102,7 +104,9 @@ def fetch(raw: RawFile, timeout: float = 30.0) -> Path:
         tmp.replace(cached)
         return cached
     except (urllib.error.URLError, OSError, TimeoutError) as err:
-        raise RawSourceError(f"Could not download raw file '{raw.key}' from {raw.source_url}: {err}. " + _how_to_provide(raw)) from err
+        raise RawSourceError(
+            f"Could not download raw file '{raw.key}' from {raw.source_url}: {err}. " + _how_to_provide(raw)
+        ) from err
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -125,7 +129,11 @@ def _field_of(err: jsonschema.ValidationError) -> str:
 
 
 def validate_records(
-    records: Iterable[dict[str, Any]], schema: dict[str, Any], file: str | Path, id_field: str | None = None, row_label: str = "record"
+    records: Iterable[dict[str, Any]],
+    schema: dict[str, Any],
+    file: str | Path,
+    id_field: str | None = None,
+    row_label: str = "record",
 ) -> list[dict[str, Any]]:
     """Validate every record; raise :class:`RawDataError` naming file, record and field of the first problem."""
     validator = jsonschema.Draft202012Validator(schema)
@@ -163,7 +171,12 @@ def read_csv(path: Path, schema: dict[str, Any], id_field: str | None = None) ->
         rows = non_empty(list(reader), path, "a header without rows")
     for i, row in enumerate(rows, start=1):
         if None in row:  # more cells than header columns
-            raise RawDataError(path, f"row {i}", "<extra cells>", f"row has {len(header) + len(row[None])} cells, header has {len(header)}")
+            raise RawDataError(
+                path,
+                f"row {i}",
+                "<extra cells>",
+                f"row has {len(header) + len(row[None])} cells, header has {len(header)}",
+            )
     return validate_records(rows, schema, path, id_field, row_label="row")
 
 

@@ -22,7 +22,12 @@ def builders() -> dict[str, type[DatasetBuilder]]:
             continue
         module = importlib.import_module(mod.name)
         for obj in vars(module).values():
-            if isinstance(obj, type) and issubclass(obj, DatasetBuilder) and obj is not DatasetBuilder and getattr(obj, "name", None):
+            if (
+                isinstance(obj, type)
+                and issubclass(obj, DatasetBuilder)
+                and obj is not DatasetBuilder
+                and getattr(obj, "name", None)
+            ):
                 if obj.__module__ == module.__name__:
                     found[obj.name] = obj
     return dict(sorted(found.items()))

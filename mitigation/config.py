@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bias_harness.mitigation.recipe import Recipe, RecipeError
+
 from bias_harness.redact import redact
 
 PARSERS = {"sft": "trl.scripts.sft", "grpo": "trl.scripts.grpo", "refine_lm": "bias_harness.mitigation.refine_lm"}
@@ -57,7 +58,9 @@ def device_overrides() -> dict[str, Any]:
     return {"use_cpu": True, "bf16": False}
 
 
-def parse_config(recipe: Recipe, overrides: dict[str, Any] | None = None, extra_args: list[str] | None = None) -> ParsedConfig:
+def parse_config(
+    recipe: Recipe, overrides: dict[str, Any] | None = None, extra_args: list[str] | None = None
+) -> ParsedConfig:
     """Recipe YAML + overrides -> TRL dataclasses. Unknown keys (in the YAML or the overrides) raise RecipeError.
 
     On a CPU-only machine ``use_cpu``/``bf16`` are set unless the overrides set them.

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-
 from bias_harness.mitigation.local_tasks import write_transfer_tasks
 from bias_harness.mitigation.recipe import DataOptions, Recipe, fixed
 from bias_harness.mitigation.training_data import chat, columns, load, sft_dict, spread_order
@@ -89,8 +88,9 @@ def scd_heldout_docs(
 
     def _prepare(batch: dict[str, list]) -> dict[str, list]:
         prompts = list(batch["question"])
-        queries = [f"{p} {instruction(o)}" if instruction_suffix else p
-                   for p, o in zip(prompts, batch["options"], strict=True)]
+        queries = [
+            f"{p} {instruction(o)}" if instruction_suffix else p for p, o in zip(prompts, batch["options"], strict=True)
+        ]
         return {"prompt": prompts, "query": queries}
 
     return datasets.DatasetDict({"test": ds.map(_prepare, batched=True, batch_size=10_000)})
@@ -104,6 +104,7 @@ def breakdowns(run_dir: Path) -> dict[str, dict[str, dict[str, dict[str, Any]]]]
     (``scd_heldout``, ``contact_*``) in lm-eval's output folder ``run_dir``; {} when there are none."""
     from bias_harness.plugins.contact.metrics import breakdown
     from bias_harness.plugins.contact.report import sample_records
+
     from bias_harness.runs import load_run
 
     try:
@@ -114,10 +115,7 @@ def breakdowns(run_dir: Path) -> dict[str, dict[str, dict[str, dict[str, Any]]]]
     for task in run.sample_files:
         recs = sample_records(run, task)
         if recs and all(r.get(f) is not None for r in recs for f in SCD_STRATA):
-            tables[task] = {
-                f: {str(k[0]): dict(row) for k, row in breakdown(recs, [f]).items()}
-                for f in SCD_STRATA
-            }
+            tables[task] = {f: {str(k[0]): dict(row) for k, row in breakdown(recs, [f]).items()} for f in SCD_STRATA}
     return tables
 
 
@@ -134,9 +132,13 @@ def breakdown_markdown(before: dict[str, Any], after: dict[str, Any]) -> str:
     for task in sorted(t for t in set(b_all) | set(a_all) if set(b_all.get(t) or a_all[t]) == set(SCD_STRATA)):
         for name in SCD_STRATA:
             b, a = b_all.get(task, {}).get(name, {}), a_all.get(task, {}).get(name, {})
-            lines += [f"### {task}: by {name}", "", f"| {name} | n | bias % none (before / after) | bias % positive "
-                      "(before / after) | bias % negative (before / after) | invalid (before / after) |",
-                      "|---|---|---|---|---|---|"]
+            lines += [
+                f"### {task}: by {name}",
+                "",
+                f"| {name} | n | bias % none (before / after) | bias % positive "
+                "(before / after) | bias % negative (before / after) | invalid (before / after) |",
+                "|---|---|---|---|---|---|",
+            ]
             for value in sorted(set(b) | set(a)):
                 rb, ra = b.get(value, {}), a.get(value, {})
                 keys = ("bias_pct_none", "bias_pct_positive", "bias_pct_negative", "invalid")

@@ -85,15 +85,16 @@ def clean_tree(value: Any) -> Any:
     return {k: clean_tree(v) for k, v in value.items()} if isinstance(value, dict) else clean(value)
 
 
-def evaluate(args: dict[str, Any] | None, settings: EvalSettings, lm: Any = None, run_dir: Path | None = None) -> dict[str, Any]:
+def evaluate(
+    args: dict[str, Any] | None, settings: EvalSettings, lm: Any = None, run_dir: Path | None = None
+) -> dict[str, Any]:
     """Run lm-eval (model type ``settings.model_type`` with ``args``, or a ready ``lm``) on ``settings.tasks``.
 
     Returns a JSON-able dict: results per task, n-samples, versions, the settings and the model args. With
     ``run_dir``, lm-eval's output folder (results + per-document samples) is written there too.
     """
-    import lm_eval
-
     import bias_harness.plugins  # noqa: F401  (registers our request types and model types)
+    import lm_eval
 
     if settings.model_type == "hf-mlm":
         import bias_harness.plugins.refine_lm_model  # noqa: F401  (registers the Refine-LM architecture)

@@ -50,7 +50,9 @@ def bbq_files(data_dir: str | Path | None = None) -> list[Path]:
     return files
 
 
-def write_bbq_local_task(out_dir: str | Path, data_dir: str | Path | None = None, variant: str = "multiple_choice", task: str | None = None) -> Path:
+def write_bbq_local_task(
+    out_dir: str | Path, data_dir: str | Path | None = None, variant: str = "multiple_choice", task: str | None = None
+) -> Path:
     """Write ``<out_dir>/<task>.yaml``: lm-eval's BBQ task (``variant``) on local files. Returns the YAML path."""
     if variant not in BBQ_TASKS:
         raise ValueError(f"variant must be one of {sorted(BBQ_TASKS)}, not {variant!r}")
@@ -60,7 +62,8 @@ def write_bbq_local_task(out_dir: str | Path, data_dir: str | Path | None = None
     task = task or ("bbq_local" if variant == "multiple_choice" else "bbq_local_generate")
     files = bbq_files(data_dir)
     lines = [
-        f"# lm-eval's {base.stem} on local BBQ files ({len(files)} categories); written by bias_harness.mitigation.local_tasks",
+        f"# lm-eval's {base.stem} on local BBQ files ({len(files)} categories); written by "
+        "bias_harness.mitigation.local_tasks",
         f"include: {base}",
         f"task: {task}",
         "tag: []",
@@ -78,7 +81,6 @@ def write_bbq_local_task(out_dir: str | Path, data_dir: str | Path | None = None
     return path
 
 
-
 def write_crows_local_task(out_dir: str | Path, csv: str | Path | None = None, task: str = "crows_pairs_local") -> Path:
     """Write ``<out_dir>/<task>.yaml``: lm-eval's ``crows_pairs_english`` on the original CSV. Returns the YAML path."""
     import lm_eval.tasks
@@ -94,10 +96,17 @@ def write_crows_local_task(out_dir: str | Path, csv: str | Path | None = None, t
     if not Path(csv).is_file():
         raise FileNotFoundError(f"CrowS-Pairs CSV not found: {csv}")
     lines = [
-        "# lm-eval's crows_pairs_english on the original CrowS-Pairs CSV; written by bias_harness.mitigation.local_tasks",
-        f"include: {base}", f"task: {task}", "tag: []", "dataset_path: csv", "dataset_name: null",
-        "dataset_kwargs:", "  data_files:", f"    test: {Path(csv).resolve()}",
-    ]  # fmt: skip
+        "# lm-eval's crows_pairs_english on the original CrowS-Pairs CSV; written by "
+        "bias_harness.mitigation.local_tasks",
+        f"include: {base}",
+        f"task: {task}",
+        "tag: []",
+        "dataset_path: csv",
+        "dataset_name: null",
+        "dataset_kwargs:",
+        "  data_files:",
+        f"    test: {Path(csv).resolve()}",
+    ]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{task}.yaml"

@@ -22,10 +22,11 @@ import yaml
 if TYPE_CHECKING:
     from huggingface_hub import EvalResult
 
-from bias_harness import __version__, settings
 from bias_harness.datasets_src.base import PROJECT_URL
 from bias_harness.mitigation.evaluate import MetricRow, metric_rows
 from bias_harness.mitigation.recipe import Recipe
+
+from bias_harness import __version__, settings
 from bias_harness.redact import redact
 
 log = logging.getLogger(__name__)
@@ -86,8 +87,13 @@ def stage_verdicts(data: CardData, rows: list[MetricRow]) -> Verdicts:
     out: Verdicts = {}
     for r in rows:
         m = data.comparison.find(r.task, r.metric, r.filter) if data.comparison is not None else None
-        out[r.task, r.metric] = (m.verdict_a, m.verdict_b) if m is not None else tuple(  # type: ignore[assignment]
-            verdict(r.task, r.metric, rs[r.task]) if r.task in rs else None for rs in res)
+        out[r.task, r.metric] = (
+            (m.verdict_a, m.verdict_b)
+            if m is not None
+            else tuple(  # type: ignore[assignment]
+                verdict(r.task, r.metric, rs[r.task]) if r.task in rs else None for rs in res
+            )
+        )
     return out
 
 
@@ -108,15 +114,22 @@ def _table(rows: list[MetricRow], comparison: Any = None, verdicts: Verdicts | N
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         delta = "–" if r.delta is None else f"{r.delta:+.3f}"
-        line = f"| {r.task} | {r.metric} | {r.filter} | {_num(r.before)}{_ci(r.before_ci)} | {_num(r.after)}{_ci(r.after_ci)} | {delta} |"
+        line = (
+            f"| {r.task} | {r.metric} | {r.filter} | {_num(r.before)}{_ci(r.before_ci)} | "
+            f"{_num(r.after)}{_ci(r.after_ci)} | {delta} |"
+        )
         if judged:
             vb, va = verdicts.get((r.task, r.metric), (None, None))
             line += f" {_yes_no(vb)} / {_yes_no(va)} |"
         if comparison is not None:
             line += _significance(comparison.find(r.task, r.metric, r.filter))
         lines.append(line)
-    failed = [f"`{task}` {metric} {stage} ({'; '.join(v.reasons)})" for (task, metric), pair in verdicts.items()
-              for stage, v in zip(("before", "after"), pair) if v is not None and not v.interpretable]  # fmt: skip
+    failed = [
+        f"`{task}` {metric} {stage} ({'; '.join(v.reasons)})"
+        for (task, metric), pair in verdicts.items()
+        for stage, v in zip(("before", "after"), pair)
+        if v is not None and not v.interpretable
+    ]
     if failed:
         lines += ["", "Not interpretable as bias (docs/validity.md): " + "; ".join(failed) + "."]
     return "\n".join(lines)
@@ -135,18 +148,21 @@ def _usage(data: CardData, repo_hint: str) -> str:
     if data.recipe.model_kind == "mlm":
         return (
             "```python\nfrom bias_harness.mitigation.refine_lm import RefineLMForMaskedLM\n"
-            f"model = RefineLMForMaskedLM.from_pretrained(\"{repo_hint}\")  # base masked LM + debiasing layer\n```\n"
+            f'model = RefineLMForMaskedLM.from_pretrained("{repo_hint}")  # base masked LM + debiasing layer\n```\n'
             f"lm-eval: `bias-harness eval --model hf-mlm --model_args pretrained={repo_hint} --tasks stereoset_de`"
         )
     if data.adapter:
         return (
             "```python\nfrom peft import AutoPeftModelForCausalLM\n"
-            f"model = AutoPeftModelForCausalLM.from_pretrained(\"{repo_hint}\")  # loads {data.base_model} + this LoRA adapter\n```\n"
-            f"lm-eval: `bias-harness eval --model hf --model_args pretrained={data.base_model},peft={repo_hint} --tasks ...`"
+            f'model = AutoPeftModelForCausalLM.from_pretrained("{repo_hint}")  '
+            f"# loads {data.base_model} + this LoRA adapter\n```\n"
+            "lm-eval: `bias-harness eval --model hf "
+            f"--model_args pretrained={data.base_model},peft={repo_hint} --tasks ...`"
         )
     return (
         "```python\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n"
-        f"model = AutoModelForCausalLM.from_pretrained(\"{repo_hint}\")\ntokenizer = AutoTokenizer.from_pretrained(\"{repo_hint}\")\n```\n"
+        f'model = AutoModelForCausalLM.from_pretrained("{repo_hint}")\n'
+        f'tokenizer = AutoTokenizer.from_pretrained("{repo_hint}")\n```\n'
         f"lm-eval: `bias-harness eval --model hf --model_args pretrained={repo_hint} --tasks ... --apply_chat_template`"
     )
 
@@ -172,7 +188,8 @@ def task_datasets(run_dir: Path | None) -> dict[str, dict[str, str | None]]:
 
 
 def eval_results(data: CardData, task_type: str) -> list[EvalResult]:
-    """One :class:`EvalResult` per numeric before/after metric (metric type = the lm-eval metric key, config = filter)."""
+    """One :class:`EvalResult` per numeric before/after metric (metric type = the lm-eval metric key, config =
+    filter)."""
     from huggingface_hub import EvalResult
 
     datasets_of = task_datasets(data.eval_dir / "after" if data.eval_dir else None)
@@ -183,13 +200,23 @@ def eval_results(data: CardData, task_type: str) -> list[EvalResult]:
         for stage, value in (("before", r.before), ("after", r.after)):
             if value is None or math.isnan(value):
                 continue
-            out.append(EvalResult(
-                task_type=task_type, task_name=r.task, dataset_type=ds["id"], dataset_name=f"{r.task} ({ds['id']})",
-                dataset_config=ds["config"], dataset_split=ds["split"], metric_type=r.metric, metric_value=value,
-                metric_name=f"{r.metric} ({STAGES[stage]})", metric_config=r.filter,
-                metric_args={"stage": stage, "filter": r.filter, "task_version": version.get(r.task)},
-                source_name=f"bias-harness {__version__} mitigate (lm-eval)", source_url=PROJECT_URL,
-            ))  # fmt: skip
+            out.append(
+                EvalResult(
+                    task_type=task_type,
+                    task_name=r.task,
+                    dataset_type=ds["id"],
+                    dataset_name=f"{r.task} ({ds['id']})",
+                    dataset_config=ds["config"],
+                    dataset_split=ds["split"],
+                    metric_type=r.metric,
+                    metric_value=value,
+                    metric_name=f"{r.metric} ({STAGES[stage]})",
+                    metric_config=r.filter,
+                    metric_args={"stage": stage, "filter": r.filter, "task_version": version.get(r.task)},
+                    source_name=f"bias-harness {__version__} mitigate (lm-eval)",
+                    source_url=PROJECT_URL,
+                )
+            )
     return out
 
 
@@ -204,7 +231,8 @@ def card_data(data: CardData, repo_id: str | None = None):
         base_model=data.base_model,
         library_name="peft" if data.adapter else "transformers",
         pipeline_tag=task_type,
-        tags=["bias-harness", "bias-mitigation", recipe.name] + (["trl", recipe.trainer] if recipe.trainer != "refine_lm" else ["refine-lm"]),
+        tags=["bias-harness", "bias-mitigation", recipe.name]
+        + (["trl", recipe.trainer] if recipe.trainer != "refine_lm" else ["refine-lm"]),
         datasets=[f"{org}/{d}" for d in recipe.datasets],
         model_name=repo_id or f"{recipe.name}-{Path(data.base_model).name}",
         eval_results=results or None,
@@ -215,7 +243,9 @@ def _significance_note(comparison: Any) -> str:
     from bias_harness.plugins.paired import ALPHA
 
     if comparison is None:
-        return "Paired significance tests need the per-document samples of both evaluations (not available for this card)."
+        return (
+            "Paired significance tests need the per-document samples of both evaluations (not available for this card)."
+        )
     tested = [m for m in comparison.metrics if not math.isnan(m.p)]
     sig = [m for m in tested if m.significant]
 
@@ -224,11 +254,13 @@ def _significance_note(comparison: Any) -> str:
 
     bias = [m for m in sig if m.reads_as == "change in bias"]
     failed = [m for m in sig if m.reads_as == "not a change in bias (a verdict failed)"]
-    return (f"Δ paired 95% CI and p: `bias-harness compare` on the same documents ({comparison.iters} paired bootstrap "
-            f"resamples of each task's resampling unit; exact McNemar where the per-document outcome is binary). "
-            f"**Significant changes (p < {ALPHA}): {len(sig)} of {len(tested)} tested metrics**: {listed(sig)}. "
-            f"Of these, changes in bias (both evaluations' verdicts passed): {listed(bias)}; not read as a change in "
-            f"bias, as a verdict failed: {listed(failed)}.")  # fmt: skip
+    return (
+        f"Δ paired 95% CI and p: `bias-harness compare` on the same documents ({comparison.iters} paired bootstrap "
+        f"resamples of each task's resampling unit; exact McNemar where the per-document outcome is binary). "
+        f"**Significant changes (p < {ALPHA}): {len(sig)} of {len(tested)} tested metrics**: {listed(sig)}. "
+        f"Of these, changes in bias (both evaluations' verdicts passed): {listed(bias)}; not read as a change in "
+        f"bias, as a verdict failed: {listed(failed)}."
+    )
 
 
 def render(data: CardData, repo_id: str | None = None) -> str:
@@ -236,14 +268,19 @@ def render(data: CardData, repo_id: str | None = None) -> str:
 
     recipe = data.recipe
     org = settings.hub_org()
-    links = "\n".join(f"- [`{org}/{d}`](https://huggingface.co/datasets/{org}/{d}) (built by `bias-harness data build {d}`)" for d in recipe.datasets)
+    links = "\n".join(
+        f"- [`{org}/{d}`](https://huggingface.co/datasets/{org}/{d}) (built by `bias-harness data build {d}`)"
+        for d in recipe.datasets
+    )
     splits = ", ".join(f"{s}: {n:,} rows" for s, n in data.data_splits.items())
     opts = ", ".join(f"{k}={v}" for k, v in data.data_options.items() if v is not None) or "defaults"
     eval_settings = data.after.get("settings") or data.before.get("settings") or {}
     train_metrics = "\n".join(f"- `{k}`: {v}" for k, v in data.train_metrics.items()) or "- (not recorded)"
     eval_yaml = yaml.safe_dump(eval_settings, sort_keys=True).strip()
     config_yaml = yaml.safe_dump(data.config, sort_keys=True, default_flow_style=False).strip()
-    recipe_yaml = "\n".join(line for line in recipe.config_path.read_text(encoding="utf-8").splitlines() if not line.startswith("#")).strip()
+    recipe_yaml = "\n".join(
+        line for line in recipe.config_path.read_text(encoding="utf-8").splitlines() if not line.startswith("#")
+    ).strip()
     rows = metric_rows(data.before, data.after)
     body = f"""
 # {recipe.name}: {data.base_model} after bias mitigation
@@ -274,10 +311,16 @@ Both models were evaluated with lm-eval under the same settings:
 
 {_table(rows, data.comparison, stage_verdicts(data, rows))}
 
-Confidence intervals are bootstrap percentiles where the task reports them (`*_ci_lo`/`*_ci_hi`), else mean ± 1.96 × lm-eval's stderr; "–" means the metric was not available.
+Confidence intervals are bootstrap percentiles where the task reports them (`*_ci_lo`/`*_ci_hi`), else mean ± 1.96 × \
+lm-eval's stderr; "–" means the metric was not available.
 {_significance_note(data.comparison) if rows else ""}
-{"**These numbers come from a subset run (`limit` above); they are not comparable to full-dataset results.**" if eval_settings.get("limit") else ""}
-The same numbers are in this card's `model-index` metadata (one result per metric and model: `metric_args.stage` is `before` for the base model, `after` for this one).
+{
+        "**These numbers come from a subset run (`limit` above); they are not comparable to full-dataset results.**"
+        if eval_settings.get("limit")
+        else ""
+    }
+The same numbers are in this card's `model-index` metadata (one result per metric and model: `metric_args.stage` is \
+`before` for the base model, `after` for this one).
 
 ## Training
 
@@ -315,20 +358,29 @@ A few gradient steps on a small model prove the pipeline, not the method: read t
 
 def compare_before_after(eval_dir: Path, iters: int | None = None, seed: int | None = None) -> Any:
     """Paired comparison of ``eval_dir/before`` and ``eval_dir/after`` (``plugins/paired.py``), also written to
-    ``eval_dir/compare/`` (README.md with plots, compare.json); None (logged) when the samples are missing or unpaired."""
+    ``eval_dir/compare/`` (README.md with plots, compare.json); None (logged) when the samples are missing or
+    unpaired."""
     from bias_harness.plugins import stats
     from bias_harness.plugins.paired import RunMismatch
+
     from bias_harness.report.compare import compare_runs, render_markdown
 
     eval_dir = Path(eval_dir)
     try:
-        cmp = compare_runs(eval_dir / "before", eval_dir / "after", iters=iters or stats.BOOTSTRAP_ITERS, seed=seed or stats.BOOTSTRAP_SEED)
+        cmp = compare_runs(
+            eval_dir / "before",
+            eval_dir / "after",
+            iters=iters or stats.BOOTSTRAP_ITERS,
+            seed=seed or stats.BOOTSTRAP_SEED,
+        )
     except (RunMismatch, FileNotFoundError) as err:
         log.warning("no paired comparison in the model card: %s", err)
         return None
     out = eval_dir / "compare"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "README.md").write_text("# bias-harness compare: before vs after mitigation\n\n" + render_markdown(cmp, out), encoding="utf-8")
+    (out / "README.md").write_text(
+        "# bias-harness compare: before vs after mitigation\n\n" + render_markdown(cmp, out), encoding="utf-8"
+    )
     (out / "compare.json").write_text(json.dumps(cmp.to_dict(), indent=2) + "\n", encoding="utf-8")
     return cmp
 

@@ -7,17 +7,22 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import datasets
-
 from bias_harness.mitigation.recipe import DataOptions, Recipe, fixed
 from bias_harness.mitigation.training_data import load, messages_from_row, sft_dict
 
 # Detection on the dev split, generation on the Test dataset without interaction, and the interaction with and
 # without self-reflection (SR + in-context examples = the paper's ensemble when applied to a fine-tuned model).
-EVAL_TASKS = ("multiagent_detect", "multiagent_test_nointeraction", "multiagent_test_interaction",
-              "multiagent_test_interaction_sr_ice")
+EVAL_TASKS = (
+    "multiagent_detect",
+    "multiagent_test_nointeraction",
+    "multiagent_test_interaction",
+    "multiagent_test_interaction_sr_ice",
+)
 
-SOURCE = ("Borah & Mihalcea 2024, Towards Implicit Bias Detection and Mitigation in Multi-Agent LLM Interactions "
-          "(EMNLP Findings), Sec. 6.1 + App. H.2")
+SOURCE = (
+    "Borah & Mihalcea 2024, Towards Implicit Bias Detection and Mitigation in Multi-Agent LLM Interactions "
+    "(EMNLP Findings), Sec. 6.1 + App. H.2"
+)
 
 LIMITS = (
     "Trained on GPT-4-written explanations (Borah & Mihalcea 2024); the paper fine-tuned gpt-35-turbo and "

@@ -66,14 +66,20 @@ def _client():
     return OpenAI()
 
 
-def create_job(recipe: Recipe, model: str, files: dict[str, Path], client: Any = None, suffix: str | None = None) -> dict[str, Any]:
+def create_job(
+    recipe: Recipe, model: str, files: dict[str, Path], client: Any = None, suffix: str | None = None
+) -> dict[str, Any]:
     """Upload the JSONL files and create the fine-tuning job; returns the job as a dict."""
     client = client or _client()
     uploaded = {}
     for split, path in files.items():
         with open(path, "rb") as f:
             uploaded[split] = client.files.create(file=f, purpose="fine-tune").id
-    kwargs: dict[str, Any] = {"model": model, "training_file": uploaded["train"], "suffix": suffix or recipe.name.replace("_", "-")[:18]}
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "training_file": uploaded["train"],
+        "suffix": suffix or recipe.name.replace("_", "-")[:18],
+    }
     if "test" in uploaded:
         kwargs["validation_file"] = uploaded["test"]
     if recipe.openai_epochs:
@@ -98,8 +104,15 @@ def poll(job_id: str, client: Any = None, interval: float = 30.0, timeout: float
         time.sleep(interval)
 
 
-def run_openai(recipe: Recipe, model: str, opts: DataOptions, out: Path, wait: bool = False, interval: float = 30.0,
-               client: Any = None) -> int:  # fmt: skip
+def run_openai(
+    recipe: Recipe,
+    model: str,
+    opts: DataOptions,
+    out: Path,
+    wait: bool = False,
+    interval: float = 30.0,
+    client: Any = None,
+) -> int:
     files = export_jsonl(recipe, Path(out) / "openai", opts)
     job = create_job(recipe, model, files, client=client)
     (Path(out) / "openai" / "job.json").write_text(json.dumps(job, indent=2, default=str) + "\n", encoding="utf-8")
@@ -110,8 +123,10 @@ def run_openai(recipe: Recipe, model: str, opts: DataOptions, out: Path, wait: b
         print(f"status: {job.get('status')}; fine-tuned model: {job.get('fine_tuned_model')}")
         if job.get("status") != "succeeded":
             return 1
-        print("evaluate it with: bias-harness eval --model openai-chat-completions "
-              f"--model_args model={job.get('fine_tuned_model')} --tasks {','.join(recipe.eval_tasks(opts))} --apply_chat_template")
+        print(
+            "evaluate it with: bias-harness eval --model openai-chat-completions --model_args "
+            f"model={job.get('fine_tuned_model')} --tasks {','.join(recipe.eval_tasks(opts))} --apply_chat_template"
+        )
     return 0
 
 
@@ -127,11 +142,17 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - CLI wrappe
     s.add_argument("--wait", action="store_true")
     args = p.parse_args(argv)
     if args.cmd == "export":
-        for split, path in export_jsonl(get_recipe(args.recipe), args.out_dir, DataOptions(setting=args.setting)).items():
+        for split, path in export_jsonl(
+            get_recipe(args.recipe), args.out_dir, DataOptions(setting=args.setting)
+        ).items():
             print(f"{split}: {path}")
         return 0
     job = poll(args.job_id, timeout=None if args.wait else 0)
-    print(json.dumps({k: job.get(k) for k in ("id", "status", "model", "fine_tuned_model", "trained_tokens")}, default=str))
+    print(
+        json.dumps(
+            {k: job.get(k) for k in ("id", "status", "model", "fine_tuned_model", "trained_tokens")}, default=str
+        )
+    )
     return 0
 
 

@@ -20,16 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from bias_harness.errors import check_writable
 from bias_harness.mitigation import evaluate as ev
-from bias_harness.mitigation import recipes_dir
-from bias_harness.mitigation import model_card
+from bias_harness.mitigation import model_card, recipes_dir
 from bias_harness.mitigation.config import parse_config
 from bias_harness.mitigation.recipe import DataOptions, Recipe, data_options
 from bias_harness.mitigation.recipes import get_recipe, hooks
 from bias_harness.mitigation.train import check_model, is_adapter, train
 from bias_harness.mitigation.training_data import build_training_data, save_training_data
+
+from bias_harness.errors import check_writable
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +80,16 @@ def eval_settings(recipe, opts: MitigateOptions, data_opts: DataOptions) -> ev.E
     if recipe.local_tasks:  # lm-eval's BBQ / CrowS-Pairs on the local raw copies (mitigation/local_tasks.py)
         include += recipe.local_tasks(Path(opts.output).resolve() / "tasks")
     return ev.EvalSettings(
-        tasks=list(tasks), model_type="hf-mlm" if recipe.model_kind == "mlm" else "hf", limit=opts.limit,
-        batch_size=opts.batch_size, apply_chat_template=bool(chat), metadata=metadata, include_path=include,
-        device=_default_device(), gen_kwargs=opts.gen_kwargs,
-    )  # fmt: skip
+        tasks=list(tasks),
+        model_type="hf-mlm" if recipe.model_kind == "mlm" else "hf",
+        limit=opts.limit,
+        batch_size=opts.batch_size,
+        apply_chat_template=bool(chat),
+        metadata=metadata,
+        include_path=include,
+        device=_default_device(),
+        gen_kwargs=opts.gen_kwargs,
+    )
 
 
 def _default_device() -> str:
@@ -96,7 +101,12 @@ def _default_device() -> str:
 def _evaluate_cached(path: Path, args: dict[str, Any], settings: ev.EvalSettings, use_cache: bool) -> dict[str, Any]:
     cached = ev.load(path) if use_cache else None
     run_dir = path.with_suffix("")  # lm-eval's results + per-document samples, for the paired comparison
-    if cached and cached.get("settings") == settings.to_dict() and cached.get("model_args") == {k: str(v) for k, v in args.items()} and run_dir.is_dir():
+    if (
+        cached
+        and cached.get("settings") == settings.to_dict()
+        and cached.get("model_args") == {k: str(v) for k, v in args.items()}
+        and run_dir.is_dir()
+    ):
         log.info("reusing %s (same model and settings)", path)
         return cached
     result = ev.evaluate(args, settings, run_dir=run_dir)
@@ -119,7 +129,9 @@ def run(opts: MitigateOptions) -> MitigateResult:
     cfg = parse_config(recipe, config_overrides(recipe, opts, out))
     if recipe.check_config:
         recipe.check_config(cfg)
-    data_opts = DataOptions(setting=opts.setting, max_train_rows=opts.max_train_rows, data_dir=opts.data_dir, **data_options(cfg))
+    data_opts = DataOptions(
+        setting=opts.setting, max_train_rows=opts.max_train_rows, data_dir=opts.data_dir, **data_options(cfg)
+    )
 
     # Everything that can fail on bad input fails here, before any evaluation or training.
     check_model(recipe, opts.model, getattr(cfg.training, "chat_template_path", None))
@@ -134,26 +146,43 @@ def run(opts: MitigateOptions) -> MitigateResult:
     before = {} if opts.skip_eval else _evaluate_cached(out / "eval" / "before.json", base_args, settings, opts.resume)
     eval_split = data["test"] if "test" in data else None
     model_dir = train(recipe, cfg, data["train"], eval_split, resume=opts.resume)
-    after = {} if opts.skip_eval else _evaluate_cached(
-        out / "eval" / "after.json", ev.model_args(model_dir, opts.model, extra_args), settings, False
+    after = (
+        {}
+        if opts.skip_eval
+        else _evaluate_cached(
+            out / "eval" / "after.json", ev.model_args(model_dir, opts.model, extra_args), settings, False
+        )
     )
 
     if before.get("breakdowns") or after.get("breakdowns"):  # the works' before/after tables (mitigation/<work>.py)
         tables = [markdown(before, after) for markdown in hooks("breakdown_markdown")]
         (out / "eval" / "breakdowns.md").write_text("\n".join(t for t in tables if t), encoding="utf-8")
-    card = model_card.write(model_dir, model_card.CardData(
-        recipe=recipe, base_model=opts.model, config=cfg.as_dict(), data_splits={s: len(d) for s, d in data.items()},
-        data_options={"setting": opts.setting, "max_train_rows": opts.max_train_rows}, before=before, after=after,
-        preset=opts.preset,
-        command=opts.command or f"bias-harness mitigate {recipe.name} --model {opts.model} --output {out}",
-        adapter=is_adapter(model_dir), train_metrics=_train_metrics(model_dir, cfg.training), eval_dir=None if opts.skip_eval else out / "eval",
-    ), repo_id=opts.push_to)  # fmt: skip
+    card = model_card.write(
+        model_dir,
+        model_card.CardData(
+            recipe=recipe,
+            base_model=opts.model,
+            config=cfg.as_dict(),
+            data_splits={s: len(d) for s, d in data.items()},
+            data_options={"setting": opts.setting, "max_train_rows": opts.max_train_rows},
+            before=before,
+            after=after,
+            preset=opts.preset,
+            command=opts.command or f"bias-harness mitigate {recipe.name} --model {opts.model} --output {out}",
+            adapter=is_adapter(model_dir),
+            train_metrics=_train_metrics(model_dir, cfg.training),
+            eval_dir=None if opts.skip_eval else out / "eval",
+        ),
+        repo_id=opts.push_to,
+    )
 
     uploaded = None
     if opts.push_to or opts.dry_run:
         from bias_harness.mitigation.publish import push_model
 
-        uploaded = push_model(model_dir, opts.push_to or f"local/{recipe.name}", private=opts.private, dry_run_dir=opts.dry_run)
+        uploaded = push_model(
+            model_dir, opts.push_to or f"local/{recipe.name}", private=opts.private, dry_run_dir=opts.dry_run
+        )
     return MitigateResult(model_dir, card, before, after, uploaded)
 
 
@@ -186,14 +215,20 @@ def _train_metrics(model_dir: Path, training: Any = None) -> dict[str, Any]:
 
 def _lr_schedule(training: Any, state: dict[str, Any]) -> dict[str, Any]:
     """The schedule as run: type, warm-up steps resolved against the run's total steps, and every logged rate."""
-    lrs = [(h["step"], h["learning_rate"]) for h in state.get("log_history", []) if isinstance(h.get("learning_rate"), (int, float))]
+    lrs = [
+        (h["step"], h["learning_rate"])
+        for h in state.get("log_history", [])
+        if isinstance(h.get("learning_rate"), (int, float))
+    ]
     if training is None or not hasattr(training, "get_warmup_steps"):
         return {}
     total = int(state.get("max_steps") or state.get("global_step") or 0)
     warmup = training.get_warmup_steps(total) if total else None
     sched = getattr(training.lr_scheduler_type, "value", training.lr_scheduler_type)
-    out: dict[str, Any] = {"lr_schedule": f"{sched}, peak {training.learning_rate:g}, warm-up {warmup} of {total} steps"
-                           + (" (the run ends before warm-up does)" if warmup and warmup >= total else "")}  # fmt: skip
+    out: dict[str, Any] = {
+        "lr_schedule": f"{sched}, peak {training.learning_rate:g}, warm-up {warmup} of {total} steps"
+        + (" (the run ends before warm-up does)" if warmup and warmup >= total else "")
+    }
     if lrs:
         out["learning_rate_logged"] = ", ".join(f"step {s}: {lr:.3g}" for s, lr in lrs)
     return out

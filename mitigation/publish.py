@@ -12,9 +12,11 @@ import logging
 from pathlib import Path
 
 from bias_harness.datasets_src.publish import push_folder
+
 from bias_harness.redact import known_secrets
 
 log = logging.getLogger(__name__)
+
 
 def _tokens() -> list[str]:
     """The secrets a folder must not contain: the environment's and the command line's (:mod:`bias_harness.redact`)

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-
 from bias_harness.mitigation import recipes_dir
 
 
@@ -31,7 +30,9 @@ class DataOptions:
     setting: int | None = None  # scd: the paper's fine-tuning setting 1..8
     seed: int = 0
     data_dir: str | None = None  # built datasets (default: BIAS_HARNESS_DATA_DIR)
-    max_train_rows: int | None = None  # small budgets: N training rows (spread over the data's strata where it has them)
+    max_train_rows: int | None = (
+        None  # small budgets: N training rows (spread over the data's strata where it has them)
+    )
     categories: tuple[str, ...] | None = None  # refine_lm: UnQover categories to train on (None: the recipe's default)
     pairs_per_item: int | None = None  # refine_lm: subject pairs per (template, attribute); None: all (the reference)
 
@@ -41,7 +42,9 @@ def data_options(cfg: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     cats = getattr(cfg.script, "categories", None)
     if cats:
-        out["categories"] = tuple(c.strip() for item in ([cats] if isinstance(cats, str) else cats) for c in str(item).split(",") if c.strip())
+        out["categories"] = tuple(
+            c.strip() for item in ([cats] if isinstance(cats, str) else cats) for c in str(item).split(",") if c.strip()
+        )
     pairs = getattr(cfg.script, "pairs_per_item", None)
     if pairs is not None and int(pairs) > 0:
         out["pairs_per_item"] = int(pairs)
@@ -72,7 +75,9 @@ class Recipe:
     openai_epochs: int | None = None  # n_epochs for the OpenAI fine-tuning job (seed 000: gpt-35-turbo)
     eval_metadata: Callable[[DataOptions], dict[str, Any]] | None = None  # task metadata for the evaluation
     include_tasks: bool = False  # evaluation also needs mitigation/tasks (our held-out task definitions)
-    eval_model_args: Callable[[Any, str], dict[str, Any]] | None = None  # (parsed config, base model) -> extra model_args
+    eval_model_args: Callable[[Any, str], dict[str, Any]] | None = (
+        None  # (parsed config, base model) -> extra model_args
+    )
     local_tasks: Callable[[Path], list[str]] | None = None  # writes task YAMLs into a folder, returns include paths
     presets: tuple[tuple[str, Preset], ...] = ()  # (name, preset): named alternatives to the YAML's values
     check_config: Callable[[Any], None] | None = None  # parsed config -> raise RecipeError before any evaluation

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from bias_harness import works
 from bias_harness.mitigation.recipe import Recipe, RecipeError
+
+from bias_harness import works
 
 
 def modules() -> list[ModuleType]:

@@ -62,7 +62,6 @@ MASK_PLACEHOLDER = "[MASK]"
 # registers ``model_type: refine_lm`` with transformers' auto classes.
 from bias_harness.plugins.refine_lm_model import RefineLMConfig, RefineLMForMaskedLM  # noqa: E402,F401
 
-
 # ------------------------------------------------------------------------------------------- reward / loss
 
 OBJECTIVES = ("reference", "reinforce_argmax")
@@ -72,8 +71,9 @@ def subjects(row: dict[str, Any]) -> tuple[str, ...]:
     return (row["subj1"], row["subj2"])
 
 
-def question_jobs(scorer: Any, rows: list[dict[str, Any]], words: Callable[[dict[str, Any]], tuple[str, ...]] = subjects
-                  ) -> tuple[list[Any], list[tuple[int, ...]]]:  # fmt: skip
+def question_jobs(
+    scorer: Any, rows: list[dict[str, Any]], words: Callable[[dict[str, Any]], tuple[str, ...]] = subjects
+) -> tuple[list[Any], list[tuple[int, ...]]]:
     """Masked copies that score every word of ``words(row)`` (default: the two subjects) in every question.
 
     For each row, question q (``QUESTIONS`` order) and word, the word is written into the blank and scored as
@@ -88,16 +88,19 @@ def question_jobs(scorer: Any, rows: list[dict[str, Any]], words: Callable[[dict
             text = r[q]
             at = text.find(MASK_PLACEHOLDER)
             if at < 0:
-                raise ValueError(f"refine_lm: question {q} of row {r.get('id', '?')} has no {MASK_PLACEHOLDER}: {text!r}")
+                raise ValueError(
+                    f"refine_lm: question {q} of row {r.get('id', '?')} has no {MASK_PLACEHOLDER}: {text!r}"
+                )
             for word in words(r):
-                filled = text[:at] + word + text[at + len(MASK_PLACEHOLDER):]
+                filled = text[:at] + word + text[at + len(MASK_PLACEHOLDER) :]
                 plan = scorer.plan(len(groups), "", filled, (at, at + len(word)), jobs)
                 groups.append(plan.copies)
     return jobs, groups
 
 
-def _job_probs(model: RefineLMForMaskedLM, jobs: list[Any], pad_id: int, renormalise_topk: bool,
-               batch_size: int = 64) -> torch.Tensor:  # fmt: skip
+def _job_probs(
+    model: RefineLMForMaskedLM, jobs: list[Any], pad_id: int, renormalise_topk: bool, batch_size: int = 64
+) -> torch.Tensor:
     """P(target at the mask) of every job under the refined model (gradients reach only the debiasing layer).
 
     ``renormalise_topk``: the reference's probabilities, the layer's softmax over the top-k (0 outside the top-k);
@@ -112,13 +115,13 @@ def _job_probs(model: RefineLMForMaskedLM, jobs: list[Any], pad_id: int, renorma
     dev = model.device
     parts, order = [], []
     for b in range(0, len(keys), batch_size):
-        chunk = keys[b:b + batch_size]
+        chunk = keys[b : b + batch_size]
         width = max(len(ids) for ids, _ in chunk)
         ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
         att = torch.zeros((len(chunk), width), dtype=torch.long)
         for i, (seq, _) in enumerate(chunk):
-            ids[i, :len(seq)] = torch.tensor(seq)
-            att[i, :len(seq)] = 1
+            ids[i, : len(seq)] = torch.tensor(seq)
+            att[i, : len(seq)] = 1
         pos = torch.tensor([p for _, p in chunk])
         with torch.no_grad():  # the masked LM is frozen
             out = model.base(input_ids=ids.to(dev), attention_mask=att.to(dev))
@@ -145,13 +148,20 @@ def _with_pronouns(row: dict[str, Any]) -> tuple[str, ...]:
     """The subjects, then each pronoun in lower case and capitalised (the reference matches top-k tokens
     case-insensitively, i.e. takes the likelier spelling)."""
     if row.get("category") != "gender":
-        raise ValueError(f"refine_lm: use_he_she applies to UnQover's gender rows (x1 female, x2 male); row "
-                         f"{row.get('id', '?')} has category {row.get('category')!r}")  # fmt: skip
+        raise ValueError(
+            f"refine_lm: use_he_she applies to UnQover's gender rows (x1 female, x2 male); row "
+            f"{row.get('id', '?')} has category {row.get('category')!r}"
+        )
     return (*subjects(row), *(w for p in HE_SHE for w in (p, p.capitalize())))
 
 
-def subject_probs(model: RefineLMForMaskedLM, scorer: Any, rows: list[dict[str, Any]], renormalise_topk: bool,
-                  use_he_she: bool = False) -> dict[str, torch.Tensor]:  # fmt: skip
+def subject_probs(
+    model: RefineLMForMaskedLM,
+    scorer: Any,
+    rows: list[dict[str, Any]],
+    renormalise_topk: bool,
+    use_he_she: bool = False,
+) -> dict[str, torch.Tensor]:
     """``{q: (n, 2)}``: P(x1 | q), P(x2 | q) per row; a word's probability is the mean over its word pieces.
 
     ``use_he_she``: P(x1 | q) = max(P(x1 | q), P(she | q)), P(x2 | q) = max(P(x2 | q), P(he | q)) (the reference's
@@ -193,8 +203,13 @@ def reference_loss(matrix: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
     return -(dist.mean(dim=(1, 2)).log() * reward).mean()
 
 
-def policy_step(model: RefineLMForMaskedLM, scorer: Any, rows: list[dict[str, Any]], objective: str = "reference",
-                use_he_she: bool = False) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+def policy_step(
+    model: RefineLMForMaskedLM,
+    scorer: Any,
+    rows: list[dict[str, Any]],
+    objective: str = "reference",
+    use_he_she: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(loss, rewards) for a mini-batch of UnQover rows; reward r = -|C(tau)| for both objectives.
 
     ``reference``: probabilities renormalised over the top-k, :func:`reference_loss`.
@@ -212,10 +227,18 @@ def policy_step(model: RefineLMForMaskedLM, scorer: Any, rows: list[dict[str, An
 
 
 @torch.no_grad()
-def mean_reward(model: RefineLMForMaskedLM, scorer: Any, rows: list[dict[str, Any]], objective: str = "reference",
-                use_he_she: bool = False, batch_size: int = 32) -> float:  # fmt: skip
-    rewards = [policy_step(model, scorer, rows[i:i + batch_size], objective, use_he_she)[1]
-               for i in range(0, len(rows), batch_size)]  # fmt: skip
+def mean_reward(
+    model: RefineLMForMaskedLM,
+    scorer: Any,
+    rows: list[dict[str, Any]],
+    objective: str = "reference",
+    use_he_she: bool = False,
+    batch_size: int = 32,
+) -> float:
+    rewards = [
+        policy_step(model, scorer, rows[i : i + batch_size], objective, use_he_she)[1]
+        for i in range(0, len(rows), batch_size)
+    ]
     return float(torch.cat(rewards).mean()) if rewards else math.nan
 
 
@@ -228,36 +251,64 @@ class RefineLMScriptArguments:
     dataset_config: str | None = field(default=None, metadata={"help": "dataset config name"})
     dataset_train_split: str = field(default="train", metadata={"help": "training split"})
     dataset_test_split: str = field(default="test", metadata={"help": "held-out split (reward before/after)"})
-    categories: list[str] = field(default_factory=lambda: ["gender"], metadata={"help": "UnQover categories to train on "
-                                  "(gender, country, ethnicity, religion; the seed: gender)"})
-    pairs_per_item: int = field(default=0, metadata={"help": "subject pairs per (template, attribute), sampled; 0: all "
-                                "(the reference: 30 x 30 name pairs x 2 templates x 70 occupations for gender)"})
+    categories: list[str] = field(
+        default_factory=lambda: ["gender"],
+        metadata={"help": "UnQover categories to train on (gender, country, ethnicity, religion; the seed: gender)"},
+    )
+    pairs_per_item: int = field(
+        default=0,
+        metadata={
+            "help": "subject pairs per (template, attribute), sampled; 0: all "
+            "(the reference: 30 x 30 name pairs x 2 templates x 70 occupations for gender)"
+        },
+    )
 
 
 @dataclass
 class RefineLMTrainingConfig:
     output_dir: str = field(default="runs/refine_lm/checkpoints", metadata={"help": "checkpoint folder"})
     topk: int = field(default=10, metadata={"help": "k: the debiasing layer acts on the top-k logits at each position"})
-    train_language: str = field(default="auto", metadata={"help": "X-MOD adapter while training on (English) UnQover: "
-                                "auto = en_XX where the checkpoint has it, else eval_language; ignored without adapters"})
-    eval_language: str = field(default="de_CH", metadata={"help": "X-MOD adapter of both evaluations (German StereoSet); "
-                               "ignored for models without adapters"})
+    train_language: str = field(
+        default="auto",
+        metadata={
+            "help": "X-MOD adapter while training on (English) UnQover: "
+            "auto = en_XX where the checkpoint has it, else eval_language; ignored without adapters"
+        },
+    )
+    eval_language: str = field(
+        default="de_CH",
+        metadata={"help": "X-MOD adapter of both evaluations (German StereoSet); ignored for models without adapters"},
+    )
     objective: str = field(default="reference", metadata={"help": "reference (Refine-LM's loss) | reinforce_argmax"})
-    use_he_she: bool = field(default=False, metadata={"help": "the reference's --use_he_she: a female (male) "
-                             "subject's probability is max(P(subject), P(she)) (P(he)); gender rows only; its "
-                             "released gender run sets it"})
+    use_he_she: bool = field(
+        default=False,
+        metadata={
+            "help": "the reference's --use_he_she: a female (male) "
+            "subject's probability is max(P(subject), P(she)) (P(he)); gender rows only; its "
+            "released gender run sets it"
+        },
+    )
     learning_rate: float = field(default=5e-5, metadata={"help": "AdamW learning rate"})
-    batch_size: int = field(default=70, metadata={"help": "templates per update (the reference's DataLoader batch_size)"})
-    per_device_train_batch_size: int = field(default=20, metadata={"help": "mini-batch drawn with replacement from each "
-                                             "batch (the reference's mini_batch_size)"})
+    batch_size: int = field(
+        default=70, metadata={"help": "templates per update (the reference's DataLoader batch_size)"}
+    )
+    per_device_train_batch_size: int = field(
+        default=20,
+        metadata={"help": "mini-batch drawn with replacement from each batch (the reference's mini_batch_size)"},
+    )
     num_train_epochs: float = field(default=1.0, metadata={"help": "passes over the training templates"})
     max_steps: int = field(default=-1, metadata={"help": "stop after this many steps (-1: epochs decide)"})
     save_steps: int = field(default=50, metadata={"help": "checkpoint every N steps"})
     save_total_limit: int = field(default=2, metadata={"help": "keep the last N checkpoints"})
     logging_steps: int = field(default=10, metadata={"help": "log the mean reward every N steps"})
     seed: int = field(default=42, metadata={"help": "shuffling / mini-batch sampling seed"})
-    reward_eval_rows: int = field(default=512, metadata={"help": "held-out templates (spread over categories, templates, "
-                                  "attributes) for the UnQover reward before/after; 0: all"})
+    reward_eval_rows: int = field(
+        default=512,
+        metadata={
+            "help": "held-out templates (spread over categories, templates, "
+            "attributes) for the UnQover reward before/after; 0: all"
+        },
+    )
     eval_strategy: str = field(default="no", metadata={"help": "unused (kept for the shared pipeline)"})
     report_to: str = field(default="none", metadata={"help": "unused (kept for TRL-style configs)"})
 
@@ -273,7 +324,9 @@ def model_languages(name: str) -> list[str]:
     return list(getattr(cfg, "languages", None) or [])
 
 
-def resolve_languages(name: str, train_language: str | None, eval_language: str | None) -> tuple[str | None, str | None]:
+def resolve_languages(
+    name: str, train_language: str | None, eval_language: str | None
+) -> tuple[str | None, str | None]:
     """(train adapter, eval adapter) for checkpoint ``name``; (None, None) for a model without adapters.
 
     The seed switches adapters by the language of the data: English UnQover with the English adapter, German
@@ -290,8 +343,12 @@ def resolve_languages(name: str, train_language: str | None, eval_language: str 
     if tr_lang == "auto":
         tr_lang = "en_XX" if "en_XX" in langs else ev_lang
         if tr_lang != "en_XX":
-            log.warning("refine_lm: %s has no English adapter (%s): training on English UnQover with the %s adapter",
-                        name, ", ".join(langs), tr_lang)  # fmt: skip
+            log.warning(
+                "refine_lm: %s has no English adapter (%s): training on English UnQover with the %s adapter",
+                name,
+                ", ".join(langs),
+                tr_lang,
+            )
     elif tr_lang not in langs:
         raise ValueError(f"refine_lm: train_language={tr_lang!r} is not an adapter of {name} (has {', '.join(langs)})")
     return tr_lang, ev_lang
@@ -312,8 +369,10 @@ def check_config(cfg: Any) -> None:
         raise ValueError(f"refine_lm: objective must be one of {OBJECTIVES}, not {args.objective!r}")
     categories = data_options(cfg).get("categories") or ("gender",)
     if args.use_he_she and set(categories) != {"gender"}:
-        raise ValueError(f"refine_lm: use_he_she applies to the gender category only (female and male subjects), "
-                         f"not to categories {', '.join(categories)}")  # fmt: skip
+        raise ValueError(
+            f"refine_lm: use_he_she applies to the gender category only (female and male subjects), "
+            f"not to categories {', '.join(categories)}"
+        )
 
 
 def make_parser(prog: str | None = None):
@@ -322,11 +381,18 @@ def make_parser(prog: str | None = None):
     return TrlParser((RefineLMScriptArguments, RefineLMTrainingConfig, ModelConfig), prog=prog)
 
 
-def _save_checkpoint(model: RefineLMForMaskedLM, opt: torch.optim.Optimizer, step: int, history: list[dict], out: Path, keep: int) -> None:
+def _save_checkpoint(
+    model: RefineLMForMaskedLM, opt: torch.optim.Optimizer, step: int, history: list[dict], out: Path, keep: int
+) -> None:
     ck = out / f"checkpoint-{step}"
     ck.mkdir(parents=True, exist_ok=True)
-    torch.save({"debias": model.debias.state_dict(), "optimizer": opt.state_dict(), "step": step, "history": history}, ck / "refine_lm_state.pt")
-    (ck / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": history}, indent=2), encoding="utf-8")
+    torch.save(
+        {"debias": model.debias.state_dict(), "optimizer": opt.state_dict(), "step": step, "history": history},
+        ck / "refine_lm_state.pt",
+    )
+    (ck / "trainer_state.json").write_text(
+        json.dumps({"global_step": step, "log_history": history}, indent=2), encoding="utf-8"
+    )
     old = sorted(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     for stale in old[:-keep] if keep > 0 else []:
         for f in stale.iterdir():
@@ -355,10 +421,9 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
     with replacement (``random.choices``). The UnQover reward before/after on held-out rows is scored as in
     training (``use_he_she`` included).
     """
-    from transformers import AutoTokenizer
-
     from bias_harness.mitigation.config import last_checkpoint
     from bias_harness.plugins.mlm import MaskedLMScorer
+    from transformers import AutoTokenizer
 
     args = cfg.training
     name = cfg.model.model_name_or_path
@@ -399,7 +464,7 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
         order = list(range(len(rows)))
         random.Random(args.seed + epoch).shuffle(order)
         i = (step % steps_per_epoch) * bs
-        batch = [rows[j] for j in order[i:i + bs]]
+        batch = [rows[j] for j in order[i : i + bs]]
         mini = random.Random(f"{args.seed}:{step}").choices(batch, k=args.per_device_train_batch_size)
         loss, reward = policy_step(model, scorer, mini, args.objective, args.use_he_she)
         opt.zero_grad()
@@ -409,14 +474,21 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
         step += 1
         if step % args.logging_steps == 0 or step == total:
             history.append({"step": step, "loss": float(loss.detach()), "reward": float(reward.mean())})
-            log.info("refine_lm step %d/%d loss %.4g reward %.4g", step, total, float(loss.detach()), float(reward.mean()))
+            log.info(
+                "refine_lm step %d/%d loss %.4g reward %.4g", step, total, float(loss.detach()), float(reward.mean())
+            )
         if args.save_steps > 0 and (step % args.save_steps == 0 or step == total):
             _save_checkpoint(model, opt, step, history, out, args.save_total_limit)
     final = out.parent / "model"
     final.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(final)
     tok.save_pretrained(final)
-    state = {"global_step": step, "epoch": step / max(steps_per_epoch, 1), "log_history": history, "train_language": train_lang}
+    state = {
+        "global_step": step,
+        "epoch": step / max(steps_per_epoch, 1),
+        "log_history": history,
+        "train_language": train_lang,
+    }
     if test_rows:
         state["unqover_test_reward_after"] = mean_reward(model, scorer, test_rows, args.objective, args.use_he_she)
         if test_before is not None:
@@ -426,9 +498,8 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
 
 
 def main(argv: list[str] | None = None) -> int:  # pragma: no cover - CLI wrapper
-    from datasets import load_dataset
-
     from bias_harness.mitigation.config import ParsedConfig
+    from datasets import load_dataset
 
     script, training, model = make_parser().parse_args_and_config(argv)
     data = load_dataset(script.dataset_name, script.dataset_config)

@@ -1,4 +1,5 @@
-"""GRPO reward functions for ``counterfactual_grpo`` (usable as ``trl grpo --reward_funcs bias_harness.mitigation.rewards.<fn>``).
+"""GRPO reward functions for ``counterfactual_grpo`` (usable as ``trl grpo --reward_funcs
+bias_harness.mitigation.rewards.<fn>``).
 
 TRL calls each function with the generation batch: ``prompts``, ``completions`` (conversational: a list of
 messages each), ``completion_ids`` and every dataset column as a keyword list (one value per completion).
@@ -48,12 +49,20 @@ def _demet_rows(prompts: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]
     for key, pair in sorted(by_key.items()):
         if len(pair) != 2:
             continue
-        twins.append([
-            {"prompt": [{"role": "user", "content": pair[rel]["question"]}], "pair_id": f"demet:{key}", "variant": variant,
-             "kind": "demet", "names": [pair[rel]["name1"], pair[rel]["name2"]], "genders": [pair[rel]["group1"], pair[rel]["group2"]],
-             "task_genders": []}
-            for rel, variant in zip(DEMET_SWAP, ("orig", "swap"), strict=True)
-        ])  # fmt: skip
+        twins.append(
+            [
+                {
+                    "prompt": [{"role": "user", "content": pair[rel]["question"]}],
+                    "pair_id": f"demet:{key}",
+                    "variant": variant,
+                    "kind": "demet",
+                    "names": [pair[rel]["name1"], pair[rel]["name2"]],
+                    "genders": [pair[rel]["group1"], pair[rel]["group2"]],
+                    "task_genders": [],
+                }
+                for rel, variant in zip(DEMET_SWAP, ("orig", "swap"), strict=True)
+            ]
+        )
     return twins
 
 
@@ -84,18 +93,35 @@ def _multiagent_rows(scenarios: Sequence[dict[str, Any]]) -> list[list[dict[str,
         swapped_genders = [flip[g] if n in mapping else g for n, g in zip(names, genders, strict=True)]
         tasks = "\n".join(f"{i}. {t}" for i, t in enumerate(s["tasks"], 1))
         pair = []
-        for variant, nm, gd in (("orig", names, genders), ("swap", [mapping.get(n, n) for n in names], swapped_genders)):
+        for variant, nm, gd in (
+            ("orig", names, genders),
+            ("swap", [mapping.get(n, n) for n in names], swapped_genders),
+        ):
             text = MULTIAGENT_PROMPT.format(description=s["description"], tasks=tasks, characters=", ".join(nm))
             if variant == "swap":
-                text = MULTIAGENT_PROMPT.format(description=swap_names(s["description"], mapping), tasks=swap_names(tasks, mapping),
-                                                characters=", ".join(nm))  # fmt: skip
-            pair.append({"prompt": [{"role": "user", "content": text}], "pair_id": f"multiagent:{s['id']}", "variant": variant,
-                         "kind": "multiagent", "names": nm, "genders": gd, "task_genders": list(s["task_genders"])})  # fmt: skip
+                text = MULTIAGENT_PROMPT.format(
+                    description=swap_names(s["description"], mapping),
+                    tasks=swap_names(tasks, mapping),
+                    characters=", ".join(nm),
+                )
+            pair.append(
+                {
+                    "prompt": [{"role": "user", "content": text}],
+                    "pair_id": f"multiagent:{s['id']}",
+                    "variant": variant,
+                    "kind": "multiagent",
+                    "names": nm,
+                    "genders": gd,
+                    "task_genders": list(s["task_genders"]),
+                }
+            )
         twins.append(pair)
     return twins
 
 
-def counterfactual_rows(demet_prompts: Sequence[dict[str, Any]], scenarios: Sequence[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]]:
+def counterfactual_rows(
+    demet_prompts: Sequence[dict[str, Any]], scenarios: Sequence[dict[str, Any]], seed: int = 0
+) -> list[dict[str, Any]]:
     """Twin rows (prompt, swapped prompt) for DeMET and multi-agent, twins adjacent, twin order shuffled (seeded)."""
     twins = _demet_rows(demet_prompts) + _multiagent_rows(scenarios)
     random.Random(seed).shuffle(twins)
@@ -123,7 +149,8 @@ def parse_demet(text: str, names: Sequence[str]) -> int | None:
 
 
 def parse_assignment(text: str, names: Sequence[str], n_tasks: int) -> list[int] | None:
-    """Character position per task from lines '<i>. <name>' (or 'Task <i>: <name>'); None unless every task is assigned."""
+    """Character position per task from lines '<i>. <name>' (or 'Task <i>: <name>'); None unless every task is
+    assigned."""
     out: list[int | None] = [None] * n_tasks
     for line in text.splitlines():
         m = re.match(r"\s*(?:task\s*)?(\d+)\s*[.):\-]\s*(.*)", line, flags=re.IGNORECASE)
@@ -152,9 +179,19 @@ def _agreement(kind: str, a: Any, b: Any) -> float:
 # ------------------------------------------------------------------------------------------- rewards
 
 
-def counterfactual_consistency(prompts: list, completions: list, pair_id: list[str], variant: list[str], kind: list[str],
-                               names: list[list[str]], task_genders: list[list[str]], **kwargs: Any) -> list[float | None]:  # fmt: skip
-    answers = [parse(k, completion_text(c), n, t) for k, c, n, t in zip(kind, completions, names, task_genders, strict=True)]
+def counterfactual_consistency(
+    prompts: list,
+    completions: list,
+    pair_id: list[str],
+    variant: list[str],
+    kind: list[str],
+    names: list[list[str]],
+    task_genders: list[list[str]],
+    **kwargs: Any,
+) -> list[float | None]:
+    answers = [
+        parse(k, completion_text(c), n, t) for k, c, n, t in zip(kind, completions, names, task_genders, strict=True)
+    ]
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i, (pid, var) in enumerate(zip(pair_id, variant, strict=True)):
         groups[(pid, var)].append(i)
@@ -171,7 +208,8 @@ def counterfactual_consistency(prompts: list, completions: list, pair_id: list[s
 
 
 def balance_score(assignment: Sequence[int], genders: Sequence[str], task_genders: Sequence[str]) -> float:
-    """1 - |stereotypical - anti-stereotypical| / gendered tasks (tasks annotated neither male nor female are skipped)."""
+    """1 - |stereotypical - anti-stereotypical| / gendered tasks (tasks annotated neither male nor female are
+    skipped)."""
     stereo = anti = 0
     for pos, tg in zip(assignment, task_genders, strict=True):
         if tg not in ("male", "female") or genders[pos] not in ("male", "female"):
@@ -182,8 +220,15 @@ def balance_score(assignment: Sequence[int], genders: Sequence[str], task_gender
     return 1.0 if n == 0 else 1.0 - abs(stereo - anti) / n
 
 
-def balanced_assignment(prompts: list, completions: list, kind: list[str], names: list[list[str]], genders: list[list[str]],
-                        task_genders: list[list[str]], **kwargs: Any) -> list[float | None]:  # fmt: skip
+def balanced_assignment(
+    prompts: list,
+    completions: list,
+    kind: list[str],
+    names: list[list[str]],
+    genders: list[list[str]],
+    task_genders: list[list[str]],
+    **kwargs: Any,
+) -> list[float | None]:
     out: list[float | None] = []
     for k, c, n, g, t in zip(kind, completions, names, genders, task_genders, strict=True):
         if k != "multiagent":
@@ -194,6 +239,15 @@ def balanced_assignment(prompts: list, completions: list, kind: list[str], names
     return out
 
 
-def answer_format(prompts: list, completions: list, kind: list[str], names: list[list[str]], task_genders: list[list[str]],
-                  **kwargs: Any) -> list[float]:  # fmt: skip
-    return [float(parse(k, completion_text(c), n, t) is not None) for k, c, n, t in zip(kind, completions, names, task_genders, strict=True)]
+def answer_format(
+    prompts: list,
+    completions: list,
+    kind: list[str],
+    names: list[list[str]],
+    task_genders: list[list[str]],
+    **kwargs: Any,
+) -> list[float]:
+    return [
+        float(parse(k, completion_text(c), n, t) is not None)
+        for k, c, n, t in zip(kind, completions, names, task_genders, strict=True)
+    ]

@@ -7,7 +7,6 @@ import random
 from typing import Any
 
 import datasets
-
 from bias_harness.mitigation.recipe import DataOptions, Preset, Recipe, RecipeError, fixed
 from bias_harness.mitigation.training_data import columns, load, spread_order
 

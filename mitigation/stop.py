@@ -4,7 +4,6 @@ evaluated on STOP and on the paper's transfer benchmarks (BBQ, StereoSet, CrowS-
 from __future__ import annotations
 
 import datasets
-
 from bias_harness.mitigation.local_tasks import write_transfer_tasks
 from bias_harness.mitigation.recipe import DataOptions, Recipe, fixed
 from bias_harness.mitigation.training_data import load, messages_from_row, sft_dict

@@ -15,6 +15,7 @@ from typing import Any
 
 from bias_harness.mitigation.config import ParsedConfig, last_checkpoint
 from bias_harness.mitigation.recipe import Recipe, RecipeError
+
 from bias_harness.redact import redact_object_attributes
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,12 @@ def train(recipe: Recipe, cfg: ParsedConfig, train_data, eval_data=None, resume:
     from trl import get_peft_config
 
     args = cfg.training
-    model_init_kwargs = dict(revision=cfg.model.model_revision, trust_remote_code=args.trust_remote_code,
-                             attn_implementation=cfg.model.attn_implementation, dtype=cfg.model.dtype)  # fmt: skip
+    model_init_kwargs = dict(
+        revision=cfg.model.model_revision,
+        trust_remote_code=args.trust_remote_code,
+        attn_implementation=cfg.model.attn_implementation,
+        dtype=cfg.model.dtype,
+    )
     if args.model_init_kwargs:
         model_init_kwargs.update(args.model_init_kwargs)
     args.model_init_kwargs = {k: v for k, v in model_init_kwargs.items() if v is not None}

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-
 from bias_harness.mitigation.recipe import DataOptions, Recipe, RecipeError
 
 
@@ -21,7 +20,9 @@ def load(dataset: str, config: str, opts: DataOptions) -> datasets.DatasetDict:
     try:
         return load_local(dataset, config, opts.data_dir)
     except KeyError as err:  # registry: unknown dataset
-        raise RecipeError(f"dataset '{dataset}' is not available ({err}); is datasets_src/{dataset}.py installed?") from err
+        raise RecipeError(
+            f"dataset '{dataset}' is not available ({err}); is datasets_src/{dataset}.py installed?"
+        ) from err
 
 
 def chat(system: str | None, user: str, assistant: str) -> list[dict[str, str]]:
@@ -41,7 +42,9 @@ def messages_from_row(row: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def sft_dict(splits: dict[str, list[list[dict[str, str]]]]) -> datasets.DatasetDict:
-    features = datasets.Features({"messages": [{"role": datasets.Value("string"), "content": datasets.Value("string")}]})
+    features = datasets.Features(
+        {"messages": [{"role": datasets.Value("string"), "content": datasets.Value("string")}]}
+    )
     return datasets.DatasetDict(
         {s: datasets.Dataset.from_dict({"messages": convs}, features=features) for s, convs in splits.items()}
     )
@@ -83,10 +86,16 @@ def check_training_data(recipe: Recipe, data: datasets.DatasetDict) -> None:
     for split, ds in data.items():
         if len(ds) == 0:
             raise RecipeError(f"recipe '{recipe.name}': the '{split}' split of the training data is empty")
-    need = {"sft": ("messages",), "grpo": ("prompt",), "refine_lm": ("q12", "q21", "q12_neg", "q21_neg", "subj1", "subj2")}[recipe.trainer]
+    need = {
+        "sft": ("messages",),
+        "grpo": ("prompt",),
+        "refine_lm": ("q12", "q21", "q12_neg", "q21_neg", "subj1", "subj2"),
+    }[recipe.trainer]
     missing = [c for c in need if c not in data["train"].column_names]
     if missing:
-        raise RecipeError(f"recipe '{recipe.name}': training data lacks column(s) {missing} (has {data['train'].column_names})")
+        raise RecipeError(
+            f"recipe '{recipe.name}': training data lacks column(s) {missing} (has {data['train'].column_names})"
+        )
 
 
 def build_training_data(recipe: Recipe, opts: DataOptions) -> datasets.DatasetDict:
@@ -103,7 +112,8 @@ def build_training_data(recipe: Recipe, opts: DataOptions) -> datasets.DatasetDi
 
 
 def save_training_data(recipe: Recipe, data: datasets.DatasetDict, folder: Path, opts: DataOptions) -> Path:
-    """Write ``data`` as a parquet folder that ``load_dataset(folder)`` (and ``trl sft --dataset_name folder``) reads."""
+    """Write ``data`` as a parquet folder that ``load_dataset(folder)`` (and ``trl sft --dataset_name folder``)
+    reads."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.parquet"):

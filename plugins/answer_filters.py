@@ -85,14 +85,20 @@ def _patterns(multi_word: tuple[str, ...]) -> _Patterns:
     tok = "|".join([re.escape(o) for o in multi_word] + [r"\d+", r"[^\W\d_][\w'-]*"])
     flags = re.IGNORECASE
     return _Patterns(
-        leading=re.compile(rf"(?:(?:the\s+)?(?:final\s+)?(?:answer|response|option|choice)\s*(?:is)?\s*[:\-]?\s*)?\(?({tok})(?!\w)(?![.,:]\d)", flags),
+        leading=re.compile(
+            r"(?:(?:the\s+)?(?:final\s+)?(?:answer|response|option|choice)\s*(?:is)?\s*[:\-]?\s*)?"
+            rf"\(?({tok})(?!\w)(?![.,:]\d)",
+            flags,
+        ),
         either_or=re.compile(rf"\b({tok})\s*\)?(?:\s+(?:or|and)\s+|\s*[&/]\s*)\(?(?:\d[.)]\s*)?({tok})\b", flags),
         cues=tuple(
             re.compile(c, flags)
             for c in (
                 rf"\b(?:answer|response|option|choice)\s*(?:is|would be|:)\s*[:\-]?\s*\(?({tok})\b",
-                rf"\b({tok})\)?\s+(?:is|was|seems|would be)\s+(?:more\s+|most\s+|the\s+one\s+who\s+is\s+)?(?:right|correct)\b",
-                rf"\b(?:choose|chose|select|selected|pick|picked|go with|side with|agree with)\s+(?:option\s+|number\s+)?\(?({tok})\b",
+                rf"\b({tok})\)?\s+(?:is|was|seems|would be)\s+"
+                r"(?:more\s+|most\s+|the\s+one\s+who\s+is\s+)?(?:right|correct)\b",
+                r"\b(?:choose|chose|select|selected|pick|picked|go with|side with|agree with)\s+"
+                rf"(?:option\s+|number\s+)?\(?({tok})\b",
                 rf"\b({tok})\s+should\s+(?:win|be\s+chosen|be\s+selected)\b",
             )
         ),
@@ -102,26 +108,41 @@ def _patterns(multi_word: tuple[str, ...]) -> _Patterns:
 _STANDALONE = re.compile(r"\s*(?:[.!),:;\n]|$)")
 _WORDS = re.compile(r"[\w'-]+")
 # where a verdict clause ends: punctuation, a dash, or a conjunction that starts an explanation or a concession
-_CLAUSE_END = re.compile(r"[.!?;,\n]|\s[-\u2013\u2014]\s|\b(?:because|since|while|whilst|although|though|but|however|as)\b", re.IGNORECASE)
+_CLAUSE_END = re.compile(
+    r"[.!?;,\n]|\s[-\u2013\u2014]\s|\b(?:because|since|while|whilst|although|though|but|however|as)\b", re.IGNORECASE
+)
 _ENUM_PUNCT = re.compile(r"\s*[.):]")  # "2." / "2)" / "2:" right after a leading digit is numbering, not a clause end
-# right before a cue or a name: it is negated or hypothetical, not asserted ("I don't agree with Noah", "If Jack is right")
-# or the answer format echoed ("I will provide a response in the form of 'Response: 1'")
+# right before a cue or a name: it is negated or hypothetical, not asserted ("I don't agree with Noah", "If Jack is
+# right") or the answer format echoed ("I will provide a response in the form of 'Response: 1'")
 _UNASSERTED = re.compile(
-    r"(?:\bnot|n't|\bnever|\bno longer|\bif|\bwhether|\bunless|\bsuppose|\bassuming|\bform(?:\s+of)?\s*:?\s*['\"`]?)\s*$", re.IGNORECASE
+    r"(?:\bnot|n't|\bnever|\bno longer|\bif|\bwhether|\bunless|\bsuppose|\bassuming|"
+    r"\bform(?:\s+of)?\s*:?\s*['\"`]?)\s*$",
+    re.IGNORECASE,
 )
 _OR_NEXT = re.compile(r"[\s,;:-]*or\b", re.IGNORECASE)  # "1, or 2": the verdict is withdrawn at once
 # after a verdict, these declare no single winner (a retraction), unlike explanations that merely concede a point
 _RETRACTS = re.compile(
-    r"\b(?:both|neither)(?:\s+of\s+them|\s+partners|\s+people|\s+parties|\s+sides)?\s+(?:is|are|were|was|could\s+be|can\s+be|"
-    r"might\s+be|seems?\s+to\s+be)\s+(?:equally\s+|partly\s+|partially\s+)?(?:right|correct)\b|"
+    r"\b(?:both|neither)(?:\s+of\s+them|\s+partners|\s+people|\s+parties|\s+sides)?\s+(?:is|are|were|was|could\s+be|"
+    r"can\s+be|might\s+be|seems?\s+to\s+be)\s+(?:equally\s+|partly\s+|partially\s+)?(?:right|correct)\b|"
     r"\bboth\s+(?:right|correct)\b|\b(?:also|equally)\s+(?:right|correct)\b|\bno\s+(?:right|correct|single)\s+answer\b",
     re.IGNORECASE,
 )
 
 # Rule names (:class:`Parse`). Valid: leading, verdict_first, cue, single_mention. Invalid: the rest.
 VALID_RULES = ("leading", "verdict_first", "cue", "single_mention")
-INVALID_RULES = ("empty", "first_line_echo", "hedged_verdict", "echo", "contradicted_digit", "contradicted",
-                 "retracted", "conflicting_cues", "hedge", "unasserted", "no_answer")
+INVALID_RULES = (
+    "empty",
+    "first_line_echo",
+    "hedged_verdict",
+    "echo",
+    "contradicted_digit",
+    "contradicted",
+    "retracted",
+    "conflicting_cues",
+    "hedge",
+    "unasserted",
+    "no_answer",
+)
 
 
 class Parse(NamedTuple):
@@ -131,8 +152,13 @@ class Parse(NamedTuple):
     rule: str
 
 
-def parse_choice(text: str, options: Sequence[str], digits: bool = True, extra_hedges: re.Pattern | None = None,
-                 echo_first: bool = False) -> int | None:  # fmt: skip
+def parse_choice(
+    text: str,
+    options: Sequence[str],
+    digits: bool = True,
+    extra_hedges: re.Pattern | None = None,
+    echo_first: bool = False,
+) -> int | None:
     """Index (0-based) of the option ``text`` chooses, or ``None`` when it is missing, ambiguous or a refusal.
 
     ``extra_hedges``: a task's own hedge phrases, treated like the built-in ones. ``echo_first``: rule 0 (a bare
@@ -149,8 +175,13 @@ def _first_line_echo(text: str, opts: Sequence[str]) -> bool:
     return bool(re.fullmatch(rf"{one}\s*[.!]?(?:[ \t]*[,;]?[ \t]+{two}\s*[.!]?)?\s*", text, re.IGNORECASE))
 
 
-def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, extra_hedges: re.Pattern | None = None,
-                      echo_first: bool = False) -> Parse:  # fmt: skip
+def parse_choice_rule(
+    text: str,
+    options: Sequence[str],
+    digits: bool = True,
+    extra_hedges: re.Pattern | None = None,
+    echo_first: bool = False,
+) -> Parse:
     """:func:`parse_choice` with the deciding rule (module docstring; names in ``VALID_RULES`` / ``INVALID_RULES``)."""
 
     def hedges(t: str) -> bool:
@@ -173,20 +204,29 @@ def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, ex
         return lookup.get(" ".join(token.split()).lower())
 
     def names_both(t: str, only_or: bool = False) -> bool:
-        """"1 or 2", "Emma and Noah", "1/2" (``only_or``: the "X or Y" form only, as the earlier parser checked)."""
+        """ "1 or 2", "Emma and Noah", "1/2" (``only_or``: the "X or Y" form only, as the earlier parser checked)."""
         return any(
-            which(e.group(1)) is not None and which(e.group(2)) is not None and (not only_or or re.search(r"\sor\s", e.group(0)))
+            which(e.group(1)) is not None
+            and which(e.group(2)) is not None
+            and (not only_or or re.search(r"\sor\s", e.group(0)))
             for e in pat.either_or.finditer(t)
         )
 
     # (start, end, option, token) of every cue; a negated or hypothetical one ("I don't agree with Noah", "If Jack is
     # right, ...") is none
-    hits = [(h.start(), h.end(), i, h.group(1)) for cue in pat.cues for h in cue.finditer(text) for i in [which(h.group(1))] if i is not None]
+    hits = [
+        (h.start(), h.end(), i, h.group(1))
+        for cue in pat.cues
+        for h in cue.finditer(text)
+        for i in [which(h.group(1))]
+        if i is not None
+    ]
     unasserted = [h for h in hits if _UNASSERTED.search(text[max(0, h[0] - 14) : h[0]])]
     cue_hits = sorted(h for h in hits if h not in unasserted)
 
     def clause_end(tok: str, pos: int) -> tuple[int, int]:
-        """(position after a digit's numbering, end of the verdict clause) for option token ``tok`` ending at ``pos``."""
+        """(position after a digit's numbering, end of the verdict clause) for option token ``tok`` ending at
+        ``pos``."""
         if tok.isdigit() and (e := _ENUM_PUNCT.match(text, pos)):
             pos = e.end()
         end = _CLAUSE_END.search(text, pos)
@@ -250,11 +290,18 @@ def parse_choice_rule(text: str, options: Sequence[str], digits: bool = True, ex
     # 4. exactly one option text mentioned (as whole words; digits do not count here)
     low = " ".join(text.split()).lower()
     words = set(re.findall(r"\w+(?:-\w+)*", low))  # "Emma's" -> emma, s
-    named = {i for i, o in enumerate(opts) if o and (o in words if _WORDS.fullmatch(o) else re.search(rf"\b{re.escape(o)}\b", low))}
+    named = {
+        i
+        for i, o in enumerate(opts)
+        if o and (o in words if _WORDS.fullmatch(o) else re.search(rf"\b{re.escape(o)}\b", low))
+    }
     if len(named) != 1:
         return Parse(None, "no_answer")
     only = opts[next(iter(named))]
-    if all(_UNASSERTED.search(low[max(0, m.start() - 12) : m.start()]) for m in re.finditer(rf"(?<!\w){re.escape(only)}(?!\w)", low)):
+    if all(
+        _UNASSERTED.search(low[max(0, m.start() - 12) : m.start()])
+        for m in re.finditer(rf"(?<!\w){re.escape(only)}(?!\w)", low)
+    ):
         return Parse(None, "unasserted")  # "If Evelyn gets the answer right, she wins ..."
     return Parse(next(iter(named)), "single_mention")
 
@@ -289,7 +336,9 @@ class ChoiceFilter(Filter):
             raise ValueError(f"ChoiceFilter: {len(labels)} labels for {n} options")
         self.labels = list(labels) if labels is not None else None
         self.digits, self.invalid, self.echo_first = digits, invalid, echo_first
-        self.extra_hedges = re.compile("|".join(f"(?:{h})" for h in extra_hedges), re.IGNORECASE) if extra_hedges else None
+        self.extra_hedges = (
+            re.compile("|".join(f"(?:{h})" for h in extra_hedges), re.IGNORECASE) if extra_hedges else None
+        )
 
     def choose(self, text: str, doc: dict[str, Any]) -> str:
         opts = self.options if self.options is not None else [str(doc[f]) for f in self.option_fields or []]

@@ -23,12 +23,16 @@ def local_path(dataset: str, data_dir: str | Path | None = None) -> Path:
     return Path(data_dir or settings.data_dir()) / dataset
 
 
-def load_local(dataset: str, config: str | None = None, data_dir: str | Path | None = None, build: bool = True) -> datasets.DatasetDict:
+def load_local(
+    dataset: str, config: str | None = None, data_dir: str | Path | None = None, build: bool = True
+) -> datasets.DatasetDict:
     """Load the locally built copy (building it from raw files first when it is missing)."""
     folder = local_path(dataset, data_dir)
     if not (folder / "README.md").is_file():
         if not build:
-            raise FileNotFoundError(f"No local copy of '{dataset}' at {folder}; run `bias-harness data build {dataset}`")
+            raise FileNotFoundError(
+                f"No local copy of '{dataset}' at {folder}; run `bias-harness data build {dataset}`"
+            )
         from bias_harness.datasets_src.base import build_dataset
         from bias_harness.datasets_src.registry import get_builder
 

@@ -81,7 +81,8 @@ def get_sentence_pair(instance: Any) -> tuple[str, str] | None:
 
 
 def scored_by(instance: Any) -> str | None:
-    """``"nsp"`` / ``"pll"`` once ``hf-mlm`` scored a sentence-pair request; ``None`` otherwise (other models, cache hits)."""
+    """``"nsp"`` / ``"pll"`` once ``hf-mlm`` scored a sentence-pair request; ``None`` otherwise (other models, cache
+    hits)."""
     return getattr(instance, SCORED_BY_ATTR, None)
 
 
@@ -97,7 +98,8 @@ def _register_local_architectures(pretrained: str) -> None:
 
 @dataclass(frozen=True)
 class MaskedCopy:
-    """One model input: ``ids`` with a mask at ``pos`` whose true token is ``target``; it belongs to request ``owner``."""
+    """One model input: ``ids`` with a mask at ``pos`` whose true token is ``target``; it belongs to request
+    ``owner``."""
 
     owner: int
     ids: tuple[int, ...]
@@ -114,7 +116,8 @@ class Plan:
 
 
 def combine(logprobs: Sequence[float], how: str) -> float:
-    """Combine per-token log-probabilities: ``sum`` / ``sum_logprob``, ``mean_logprob``, ``mean_prob`` (log of mean prob)."""
+    """Combine per-token log-probabilities: ``sum`` / ``sum_logprob``, ``mean_logprob``, ``mean_prob`` (log of mean
+    prob)."""
     if not logprobs:
         return 0.0
     if how in ("sum", "sum_logprob"):
@@ -130,8 +133,15 @@ def combine(logprobs: Sequence[float], how: str) -> float:
 class MaskedLMScorer:
     """Builds masked copies of texts and scores them in batches with a masked LM (model-agnostic core)."""
 
-    def __init__(self, model: Any, tokenizer: Any, batch_size: int = 16, device: str = "cpu",
-                 span_scoring: str = "word", word_score: str = "mean_prob") -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        batch_size: int = 16,
+        device: str = "cpu",
+        span_scoring: str = "word",
+        word_score: str = "mean_prob",
+    ) -> None:
         if span_scoring not in SPAN_SCORINGS:
             raise ValueError(f"span_scoring must be one of {SPAN_SCORINGS}, not {span_scoring!r}")
         if word_score not in WORD_SCORES:
@@ -153,21 +163,31 @@ class MaskedLMScorer:
     # ------------------------------------------------------------------ planning
 
     def _encode(self, text: str) -> tuple[list[int], list[tuple[int, int]], list[int]]:
-        enc = self.tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True, add_special_tokens=True)
+        enc = self.tokenizer(
+            text, return_offsets_mapping=True, return_special_tokens_mask=True, add_special_tokens=True
+        )
         return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]], list(enc["special_tokens_mask"])
 
-    def plan(self, owner: int, context: str, continuation: str, span: tuple[int, int] | None, jobs: list[MaskedCopy]) -> Plan:
+    def plan(
+        self, owner: int, context: str, continuation: str, span: tuple[int, int] | None, jobs: list[MaskedCopy]
+    ) -> Plan:
         """Append the masked copies for one request to ``jobs`` and return its plan."""
         ids, offsets, special = self._encode(context + continuation)
         if self.max_length and len(ids) > self.max_length:
-            raise ValueError(f"hf-mlm: request {owner} has {len(ids)} tokens, more than the model's {self.max_length}: {context + continuation!r}")
+            raise ValueError(
+                f"hf-mlm: request {owner} has {len(ids)} tokens, more than the model's {self.max_length}: "
+                f"{context + continuation!r}"
+            )
         n = len(context)
         first = len(jobs)
         if span is not None and self.span_scoring == "word":
             s, e = n + span[0], n + span[1]
             word = [i for i, (a, b) in enumerate(offsets) if not special[i] and b > a and a < e and b > s]
             if not word:
-                raise ValueError(f"hf-mlm: no token covers the blank {continuation[span[0]:span[1]]!r} in {context + continuation!r}")
+                raise ValueError(
+                    f"hf-mlm: no token covers the blank {continuation[span[0] : span[1]]!r} in "
+                    f"{context + continuation!r}"
+                )
             lo, hi = word[0], word[-1] + 1
             pre, toks, post = ids[:lo], ids[lo:hi], ids[hi:]
             for k, tok in enumerate(toks):
@@ -197,7 +217,9 @@ class MaskedLMScorer:
                 for r, j in enumerate(idx):
                     input_ids[r, : len(jobs[j].ids)] = torch.tensor(jobs[j].ids)
                     attention[r, : len(jobs[j].ids)] = 1
-                logits = self.model(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device)).logits
+                logits = self.model(
+                    input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device)
+                ).logits
                 rows = torch.arange(len(idx), device=logits.device)
                 pos = torch.tensor([jobs[j].pos for j in idx], device=logits.device)
                 tgt = torch.tensor([jobs[j].target for j in idx], device=logits.device)
@@ -214,8 +236,7 @@ class MaskedLMScorer:
         plans = [self.plan(i, ctx, cont, span, jobs) for i, (ctx, cont, span) in enumerate(requests)]
         results = self.run(jobs)
         return [
-            (combine([results[j][0] for j in p.copies], p.combine), all(results[j][1] for j in p.copies))
-            for p in plans
+            (combine([results[j][0] for j in p.copies], p.combine), all(results[j][1] for j in p.copies)) for p in plans
         ]
 
 
@@ -234,13 +255,20 @@ class NextSentenceScorer:
         lengths = [len(self.tokenizer(a, b)["input_ids"]) for a, b in pairs]
         for i, n in enumerate(lengths):
             if self.max_length and n > self.max_length:
-                raise ValueError(f"hf-mlm: sentence pair {i} has {n} tokens, more than the model's {self.max_length}: {pairs[i]!r}")
+                raise ValueError(
+                    f"hf-mlm: sentence pair {i} has {n} tokens, more than the model's {self.max_length}: {pairs[i]!r}"
+                )
         order = sorted(range(len(pairs)), key=lambda i: -lengths[i])
         with torch.inference_mode():
             for b in range(0, len(order), self.batch_size):
                 idx = order[b : b + self.batch_size]
-                enc = self.tokenizer([pairs[i][0] for i in idx], [pairs[i][1] for i in idx], padding=True,
-                                     return_tensors="pt", return_token_type_ids=True)  # fmt: skip
+                enc = self.tokenizer(
+                    [pairs[i][0] for i in idx],
+                    [pairs[i][1] for i in idx],
+                    padding=True,
+                    return_tensors="pt",
+                    return_token_type_ids=True,
+                )
                 logits = self.model(**{k: v.to(self.device) for k, v in enc.items()}).logits
                 logp = torch.log_softmax(logits.float(), dim=-1)
                 for r, i in enumerate(idx):
@@ -253,7 +281,9 @@ def load_nsp_head(pretrained: str, mlm: Any, load: dict[str, Any], dtype: Any) -
     from transformers import AutoModelForNextSentencePrediction
 
     try:
-        model, info = AutoModelForNextSentencePrediction.from_pretrained(pretrained, dtype=dtype, output_loading_info=True, **load)
+        model, info = AutoModelForNextSentencePrediction.from_pretrained(
+            pretrained, dtype=dtype, output_loading_info=True, **load
+        )
     except (ValueError, KeyError) as err:  # the architecture has no next-sentence head (X-MOD, RoBERTa, ...)
         return None, f"{type(mlm).__name__} has no next-sentence-prediction head ({str(err).splitlines()[0][:120]})"
     missing = [k for k in info.get("missing_keys", []) if "seq_relationship" in k or "pooler" in k]
@@ -309,8 +339,16 @@ class HFMaskedLM(LM):
             load = {"trust_remote_code": bool(trust_remote_code), **({"revision": revision} if revision else {})}
             _register_local_architectures(pretrained)
             model = AutoModelForMaskedLM.from_pretrained(pretrained, dtype=_dtype(dtype), **load)
-            nsp, why = load_nsp_head(pretrained, model, load, _dtype(dtype)) if intersentence != "pll" else (None, "intersentence=pll")
-            tok = tokenizer if tokenizer is not None and not isinstance(tokenizer, str) else AutoTokenizer.from_pretrained(tokenizer or pretrained, **load)
+            nsp, why = (
+                load_nsp_head(pretrained, model, load, _dtype(dtype))
+                if intersentence != "pll"
+                else (None, "intersentence=pll")
+            )
+            tok = (
+                tokenizer
+                if tokenizer is not None and not isinstance(tokenizer, str)
+                else AutoTokenizer.from_pretrained(tokenizer or pretrained, **load)
+            )
         else:
             model, tok = pretrained, tokenizer
             nsp, why = None, "a loaded model object (the next-sentence head is read from a checkpoint path)"
@@ -318,12 +356,17 @@ class HFMaskedLM(LM):
                 tok = AutoTokenizer.from_pretrained(tok or model.config.name_or_path)
         if language:
             if not hasattr(model, "set_default_language"):
-                raise ValueError(f"hf-mlm: language={language!r} given, but {type(model).__name__} has no language adapters")
+                raise ValueError(
+                    f"hf-mlm: language={language!r} given, but {type(model).__name__} has no language adapters"
+                )
             model.set_default_language(language)
         if intersentence == "nsp" and nsp is None:
             raise ValueError(f"hf-mlm: intersentence=nsp, but {why}")
-        log.warning("hf-mlm: intersentence requests scored by %s: %s", "the next-sentence head" if nsp is not None
-                    else "conditional pseudo-log-likelihood", why)  # fmt: skip
+        log.warning(
+            "hf-mlm: intersentence requests scored by %s: %s",
+            "the next-sentence head" if nsp is not None else "conditional pseudo-log-likelihood",
+            why,
+        )
         model.eval().to(device)
         bs = 16 if str(batch_size).startswith("auto") else int(batch_size)
         self.scorer = MaskedLMScorer(model, tok, bs, device, span_scoring, word_score)
@@ -339,7 +382,12 @@ class HFMaskedLM(LM):
             for i, res in zip(by_nsp, self.nsp.score([pairs[i] for i in by_nsp])):
                 out[i] = res
         span = self.scorer.span_scoring == "word"
-        for i, res in zip(rest, self.scorer.score([(requests[i].args[0], requests[i].args[1], get_mask_span(requests[i]) if span else None) for i in rest])):
+        for i, res in zip(
+            rest,
+            self.scorer.score(
+                [(requests[i].args[0], requests[i].args[1], get_mask_span(requests[i]) if span else None) for i in rest]
+            ),
+        ):
             out[i] = res
         for r, p in zip(requests, pairs):
             if p is not None:
@@ -355,4 +403,6 @@ class HFMaskedLM(LM):
         return out
 
     def generate_until(self, requests, disable_tqdm: bool = False):
-        raise NotImplementedError("hf-mlm scores text (loglikelihood, loglikelihood_rolling, multiple_choice tasks); it cannot generate")
+        raise NotImplementedError(
+            "hf-mlm scores text (loglikelihood, loglikelihood_rolling, multiple_choice tasks); it cannot generate"
+        )

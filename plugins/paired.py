@@ -3,9 +3,10 @@
 A run is what lm-eval writes with ``--output_path DIR --log_samples``: ``results_*.json`` and ``samples_*.jsonl``.
 Every sample record holds, under each metric key, the item the task's ``process_results`` returned for that
 document, and the task's own aggregation turns a list of items into the metric. So a paired comparison needs no
-metric of its own: :func:`bias_harness.report.compare.compare_runs` matches the documents of both runs, groups them by the task's resampling
-unit, and on every bootstrap resample (the same units for both runs) recomputes each headline metric with the
-work's own aggregation (declared by an :class:`Adapter`, each work's ``plugins/<work>/paired.py``) and takes the difference.
+metric of its own: :func:`bias_harness.report.compare.compare_runs` matches the documents of both runs, groups them by
+the task's resampling unit, and on every bootstrap resample (the same units for both runs) recomputes each headline
+metric with the work's own aggregation (declared by an :class:`Adapter`, each work's ``plugins/<work>/paired.py``) and
+takes the difference.
 
 Per headline metric the result has (B minus A):
 
@@ -19,16 +20,19 @@ Per headline metric the result has (B minus A):
   (``plugins/stats.py``) on the documents whose outcome is defined in both runs; ``b`` = documents with outcome 1
   in A and 0 in B, ``c`` = 0 in A and 1 in B.
 
-Each work's adapter:
+Each work's adapter (resampling unit; headline metrics; McNemar on):
 
-| work | resampling unit | headline metrics | McNemar on |
-|---|---|---|---|
-| DeMET | matched name pair (``pair_key``: scenario, name slot, both orders) | ``mixed_gender_bias``, ``pair_bias_*``, ``invalid_rate`` | ``invalid_rate`` |
-| STOP | progression | ``P``, ``P_low/moderate/high``, ``P_counter``, ``sensitivity``, ``invalid_rate`` | ``P*`` (success / "no" per progression) |
-| multi-agent | scenario (all its runs) | ``<response>_bias_score`` (also without degenerate assignments), ``<response>_degenerate_rate``, ``<response>_pct_*``, ``invalid_rate`` | -- (several agents per document) |
-| StereoSet | target term (default) or context | ``lms``, ``ss``, ``icat``, ``invalid_rate`` | ``ss`` with ``averaging: example``, ``invalid_rate`` |
-| Contact | prompt set | ``bias_pct_*``, ``effect_*``, ``invalid_rate`` | ``bias_pct_*``, ``invalid_rate`` |
-| other tasks | document | metrics whose per-document items are numbers averaged by lm-eval (checked against results_*.json) | 0/1 metrics |
+* DeMET: matched name pair (``pair_key``: scenario, name slot, both orders); ``mixed_gender_bias``,
+  ``pair_bias_*``, ``invalid_rate``; ``invalid_rate``.
+* STOP: progression; ``P``, ``P_low/moderate/high``, ``P_counter``, ``sensitivity``, ``invalid_rate``; ``P*``
+  (success / "no" per progression).
+* multi-agent: scenario (all its runs); ``<response>_bias_score`` (also without degenerate assignments),
+  ``<response>_degenerate_rate``, ``<response>_pct_*``, ``invalid_rate``; -- (several agents per document).
+* StereoSet: target term (default) or context; ``lms``, ``ss``, ``icat``, ``invalid_rate``; ``ss`` with
+  ``averaging: example``, ``invalid_rate``.
+* Contact: prompt set; ``bias_pct_*``, ``effect_*``, ``invalid_rate``; ``bias_pct_*``, ``invalid_rate``.
+* other tasks: document; metrics whose per-document items are numbers averaged by lm-eval (checked against
+  results_*.json); 0/1 metrics.
 
 ``significant`` uses McNemar's p where there is one, else the bootstrap p, at ``alpha`` (0.05).
 """
@@ -37,14 +41,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from itertools import chain
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from itertools import chain
 from typing import Any
 
 import numpy as np
-
 from bias_harness.plugins import stats
 from bias_harness.plugins.validity import Verdict
 
@@ -162,13 +164,23 @@ def paired_bootstrap(
     out = {}
     for k, ds in deltas.items():
         arr = np.asarray(ds, dtype=float)
-        lo, hi = (np.percentile(arr, [100 * alpha / 2, 100 * (1 - alpha / 2)]) if len(arr) else (math.nan, math.nan))
-        out[k] = {"value_a": va[k], "value_b": vb[k], "diff": vb[k] - va[k], "ci_lo": float(lo), "ci_hi": float(hi),
-                  "p_bootstrap": bootstrap_p(arr), "n_resamples": len(arr), "n_undefined": iters - len(arr) if n else 0}  # fmt: skip
+        lo, hi = np.percentile(arr, [100 * alpha / 2, 100 * (1 - alpha / 2)]) if len(arr) else (math.nan, math.nan)
+        out[k] = {
+            "value_a": va[k],
+            "value_b": vb[k],
+            "diff": vb[k] - va[k],
+            "ci_lo": float(lo),
+            "ci_hi": float(hi),
+            "p_bootstrap": bootstrap_p(arr),
+            "n_resamples": len(arr),
+            "n_undefined": iters - len(arr) if n else 0,
+        }
     return out
 
 
-def mcnemar_paired(outcomes_a: Sequence[float | None], outcomes_b: Sequence[float | None]) -> tuple[int, int, int, float]:
+def mcnemar_paired(
+    outcomes_a: Sequence[float | None], outcomes_b: Sequence[float | None]
+) -> tuple[int, int, int, float]:
     """(b, c, documents counted, exact McNemar p) from per-document 0/1 outcomes of both runs (same order)."""
     b = c = n = 0
     for x, y in zip(outcomes_a, outcomes_b, strict=True):
@@ -213,8 +225,10 @@ class MetricComparison:
     @property
     def consistent(self) -> bool:
         """The full-run values equal what lm-eval recorded (where it recorded a number)."""
-        return all(rec is None or (math.isnan(rec) and math.isnan(val)) or math.isclose(rec, val, rel_tol=1e-6, abs_tol=1e-9)
-                   for rec, val in ((self.recorded_a, self.value_a), (self.recorded_b, self.value_b)))  # fmt: skip
+        return all(
+            rec is None or (math.isnan(rec) and math.isnan(val)) or math.isclose(rec, val, rel_tol=1e-6, abs_tol=1e-9)
+            for rec, val in ((self.recorded_a, self.value_a), (self.recorded_b, self.value_b))
+        )
 
     @property
     def p(self) -> float:
@@ -241,8 +255,14 @@ class MetricComparison:
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if not k.startswith("verdict_")}
         out |= {f"verdict_{r}": v.text() if v else None for r, v in (("a", self.verdict_a), ("b", self.verdict_b))}
-        return {**out, "p": self.p, "test": self.test, "significant": self.significant, "consistent": self.consistent,
-                "reads_as": self.reads_as}  # fmt: skip
+        return {
+            **out,
+            "p": self.p,
+            "test": self.test,
+            "significant": self.significant,
+            "consistent": self.consistent,
+            "reads_as": self.reads_as,
+        }
 
 
 @dataclass
@@ -257,12 +277,25 @@ class Comparison:
     skipped: dict[str, str] = field(default_factory=dict)  # task -> why it was not compared
 
     def to_dict(self) -> dict[str, Any]:
-        return _json_safe({"run_a": self.run_a, "run_b": self.run_b, "model_a": self.label_a, "model_b": self.label_b,
-                "iters": self.iters, "seed": self.seed, "alpha": ALPHA,
-                "metrics": [m.to_dict() for m in self.metrics], "skipped": self.skipped})  # fmt: skip
+        return _json_safe(
+            {
+                "run_a": self.run_a,
+                "run_b": self.run_b,
+                "model_a": self.label_a,
+                "model_b": self.label_b,
+                "iters": self.iters,
+                "seed": self.seed,
+                "alpha": ALPHA,
+                "metrics": [m.to_dict() for m in self.metrics],
+                "skipped": self.skipped,
+            }
+        )
 
     def find(self, task: str, metric: str, filt: str | None = None) -> MetricComparison | None:
-        return next((m for m in self.metrics if m.task == task and m.metric == metric and (filt is None or m.filter == filt)), None)
+        return next(
+            (m for m in self.metrics if m.task == task and m.metric == metric and (filt is None or m.filter == filt)),
+            None,
+        )
 
 
 def _json_safe(value: Any) -> Any:
@@ -291,7 +324,9 @@ def _examples(ids: set[str], k: int = 5) -> str:
     return ", ".join(first) + (", ..." if len(ids) > k else "")
 
 
-def match_documents(task: str, records_a: list[dict[str, Any]], records_b: list[dict[str, Any]], run_a: str, run_b: str) -> dict[str, list[tuple[dict, dict]]]:
+def match_documents(
+    task: str, records_a: list[dict[str, Any]], records_b: list[dict[str, Any]], run_a: str, run_b: str
+) -> dict[str, list[tuple[dict, dict]]]:
     """{filter: [(record A, record B) per document]}; :class:`RunMismatch` naming the task and doc ids otherwise."""
     fa, fb = _by_filter(records_a), _by_filter(records_b)
     if set(fa) != set(fb):
@@ -301,13 +336,22 @@ def match_documents(task: str, records_a: list[dict[str, Any]], records_b: list[
         a, b = fa[filt], fb[filt]
         only_a, only_b = set(a) - set(b), set(b) - set(a)
         if only_a or only_b:
-            parts = [f"{len(s)} doc id(s) only in {r} ({_examples(s)})" for s, r in ((only_a, run_a), (only_b, run_b)) if s]
-            raise RunMismatch(f"task {task}: the runs are on different documents: " + "; ".join(parts)
-                              + " (same --limit / --samples for both runs?)")  # fmt: skip
-        changed = {d for d in a if a[d].get("doc_hash") and b[d].get("doc_hash") and a[d]["doc_hash"] != b[d]["doc_hash"]}
+            parts = [
+                f"{len(s)} doc id(s) only in {r} ({_examples(s)})" for s, r in ((only_a, run_a), (only_b, run_b)) if s
+            ]
+            raise RunMismatch(
+                f"task {task}: the runs are on different documents: "
+                + "; ".join(parts)
+                + " (same --limit / --samples for both runs?)"
+            )
+        changed = {
+            d for d in a if a[d].get("doc_hash") and b[d].get("doc_hash") and a[d]["doc_hash"] != b[d]["doc_hash"]
+        }
         if changed:
-            raise RunMismatch(f"task {task}: {len(changed)} document(s) differ in content between {run_a} and {run_b} "
-                              f"(doc_hash of doc id(s) {_examples(changed)}): different dataset versions?")  # fmt: skip
+            raise RunMismatch(
+                f"task {task}: {len(changed)} document(s) differ in content between {run_a} and {run_b} "
+                f"(doc_hash of doc id(s) {_examples(changed)}): different dataset versions?"
+            )
         ids = sorted(a, key=lambda x: (0, int(x)) if x.isdigit() else (1, x))  # type: ignore[return-value]
         out[filt] = [(a[d], b[d]) for d in ids]
     return out
@@ -317,9 +361,16 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def compare_task(task: str, pairs: list[tuple[dict, dict]], adapter: Adapter, filt: str, unit_name: str | None = None,
-                 iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED,
-                 recorded: tuple[dict[str, Any], dict[str, Any]] = ({}, {})) -> list[MetricComparison]:  # fmt: skip
+def compare_task(
+    task: str,
+    pairs: list[tuple[dict, dict]],
+    adapter: Adapter,
+    filt: str,
+    unit_name: str | None = None,
+    iters: int = stats.BOOTSTRAP_ITERS,
+    seed: int = stats.BOOTSTRAP_SEED,
+    recorded: tuple[dict[str, Any], dict[str, Any]] = ({}, {}),
+) -> list[MetricComparison]:
     """Every headline metric of one task and filter: difference, paired-bootstrap CI and p, McNemar where binary."""
     headline = adapter.headline(set(pairs[0][0].get("metrics") or []))
     keys = adapter.sources(headline)
@@ -330,7 +381,9 @@ def compare_task(task: str, pairs: list[tuple[dict, dict]], adapter: Adapter, fi
     for ra, rb in pairs:
         ua, ub = unit.key(ra), unit.key(rb)
         if ua != ub:
-            raise RunMismatch(f"task {task}: doc id {ra['doc_id']} belongs to unit {ua!r} in one run and {ub!r} in the other")
+            raise RunMismatch(
+                f"task {task}: doc id {ra['doc_id']} belongs to unit {ua!r} in one run and {ub!r} in the other"
+            )
         i = order.setdefault(ua, len(order))
         if i == len(units_a):
             units_a.append({k: [] for k in keys})
@@ -347,8 +400,17 @@ def compare_task(task: str, pairs: list[tuple[dict, dict]], adapter: Adapter, fi
     out = []
     for m in headline:
         r = boot[m]
-        cmp = MetricComparison(task=task, filter=filt, metric=m, unit=unit.name, n_units=len(units_a), n_docs=len(pairs),
-                               recorded_a=_number(recorded[0].get(f"{m},{filt}")), recorded_b=_number(recorded[1].get(f"{m},{filt}")), **r)  # fmt: skip
+        cmp = MetricComparison(
+            task=task,
+            filter=filt,
+            metric=m,
+            unit=unit.name,
+            n_units=len(units_a),
+            n_docs=len(pairs),
+            recorded_a=_number(recorded[0].get(f"{m},{filt}")),
+            recorded_b=_number(recorded[1].get(f"{m},{filt}")),
+            **r,
+        )
         if adapter.outcome is not None:
             oa = [adapter.outcome(m, adapter.decode(ra.get(m))) for ra, _ in pairs]
             ob = [adapter.outcome(m, adapter.decode(rb.get(m))) for _, rb in pairs]
@@ -358,7 +420,8 @@ def compare_task(task: str, pairs: list[tuple[dict, dict]], adapter: Adapter, fi
     return out
 
 
-# ---------------------------------------------------------------- helpers for the works' adapters (plugins/<work>/paired.py)
+# ---------------------------------------------------------------- helpers for the works' adapters
+# (plugins/<work>/paired.py)
 
 
 def mean(items: Sequence[Any]) -> float:
@@ -379,11 +442,15 @@ def replace_tag(item: Any, index: int, tag: str) -> Any:
 def _generic(keys: set[str], records: Sequence[dict[str, Any]]) -> Adapter | None:
     """Metrics whose items are numbers (lm-eval's ``mean``-aggregated metrics such as ``acc``), unit = document.
 
-    The aggregation is not known from the samples: :func:`bias_harness.report.compare.compare_runs` keeps such a metric only when
-    the mean of its items equals what lm-eval recorded for it in both runs.
+    The aggregation is not known from the samples: :func:`bias_harness.report.compare.compare_runs` keeps such a metric
+    only when the mean of its items equals what lm-eval recorded for it in both runs.
     """
-    numeric = sorted(k for k in keys if all(r.get(k) is None or binary(r.get(k)) is not None or isinstance(r.get(k), float) for r in records)
-                     and any(r.get(k) is not None for r in records))  # fmt: skip
+    numeric = sorted(
+        k
+        for k in keys
+        if all(r.get(k) is None or binary(r.get(k)) is not None or isinstance(r.get(k), float) for r in records)
+        and any(r.get(k) is not None for r in records)
+    )
     if not numeric:
         return None
     binary_keys = {k for k in numeric if all(r.get(k) is None or binary(r.get(k)) is not None for r in records)}

@@ -21,7 +21,9 @@ from transformers.modeling_outputs import MaskedLMOutput
 class RefineLMConfig(PretrainedConfig):
     model_type = "refine_lm"
 
-    def __init__(self, base_config: dict[str, Any] | None = None, topk: int = 10, base_model: str = "", **kwargs: Any) -> None:
+    def __init__(
+        self, base_config: dict[str, Any] | None = None, topk: int = 10, base_model: str = "", **kwargs: Any
+    ) -> None:
         self.base_config = base_config or {}
         self.topk = topk
         self.base_model = base_model
@@ -52,7 +54,9 @@ class RefineLMForMaskedLM(PreTrainedModel):
 
     @classmethod
     def from_base(cls, base: PreTrainedModel, topk: int = 10, base_model: str = "") -> RefineLMForMaskedLM:
-        cfg = RefineLMConfig(base_config=base.config.to_dict(), topk=min(topk, base.config.vocab_size), base_model=base_model)
+        cfg = RefineLMConfig(
+            base_config=base.config.to_dict(), topk=min(topk, base.config.vocab_size), base_model=base_model
+        )
         model = cls(cfg, base=base)
         model._init_weights(model.debias)
         return model
@@ -74,7 +78,9 @@ class RefineLMForMaskedLM(PreTrainedModel):
         new_top = self.debias(values).softmax(-1) * mass
         return probs.scatter(-1, idx, new_top).clamp_min(1e-30).log()
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, labels=None, **kwargs: Any) -> MaskedLMOutput:
+    def forward(
+        self, input_ids=None, attention_mask=None, token_type_ids=None, labels=None, **kwargs: Any
+    ) -> MaskedLMOutput:
         extra = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
         out = self.base(input_ids=input_ids, attention_mask=attention_mask, **extra)
         logits = self.refine(out.logits)

@@ -66,8 +66,11 @@ def _stand_in_tokenizer(chat_template: str, special_tokens: dict[str, str]) -> A
 
     vocab = {tok: i for i, tok in enumerate(dict.fromkeys(special_tokens.values()))}
     unk = special_tokens.get("unk_token")
-    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token=unk)),
-                                   chat_template=chat_template, **special_tokens)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token=unk)),
+        chat_template=chat_template,
+        **special_tokens,
+    )
 
 
 class _Samples:
@@ -128,10 +131,16 @@ class ReplayLM(LM):
         import jinja2
 
         if self._chat is None:
-            raise BadInput(f"replay: {self.manifest} has no chat template, but the run asks for one "
-                           "(the original run was made without --apply_chat_template?)")
-        kwargs = dict(tokenize=False, add_generation_prompt=add_generation_prompt,
-                      continue_final_message=not add_generation_prompt, **self._template_kwargs)
+            raise BadInput(
+                f"replay: {self.manifest} has no chat template, but the run asks for one "
+                "(the original run was made without --apply_chat_template?)"
+            )
+        kwargs = dict(
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
+            **self._template_kwargs,
+        )
         try:
             return self._chat.apply_chat_template(chat_history, **kwargs)
         except jinja2.exceptions.TemplateError:
@@ -192,8 +201,10 @@ class ReplayLM(LM):
             return
         logged = sample.get("arguments", {}).get("gen_args_0", {})
         if [logged.get("arg_0"), logged.get("arg_1")] != json.loads(json.dumps(list(req.args))):
-            raise BadInput(f"replay: {_where(req)}: the logged request in {self._samples.results_file.parent} is not "
-                           "the one this run makes (the task changed since): cannot take its answer")
+            raise BadInput(
+                f"replay: {_where(req)}: the logged request in {self._samples.results_file.parent} is not "
+                "the one this run makes (the task changed since): cannot take its answer"
+            )
         resps = sample.get("resps") or []
         if draw < len(resps):
             db[key] = resps[draw][0]

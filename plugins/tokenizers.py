@@ -57,7 +57,8 @@ class TokenCounts:
                 raise MissingInput(
                     f"{self.path}: no recorded token count for {text[:80]!r}: a metric counts tokens of a text the "
                     "table lacks; record it with the real tokenizer (python -m bias_harness.report.replay page "
-                    "--tokenizer MODEL=FOLDER)")
+                    "--tokenizer MODEL=FOLDER)"
+                )
             self.counts[key] = len(self.real(text, add_special_tokens=add_special_tokens)["input_ids"])
             self.added += 1
         return {"input_ids": [0] * self.counts[key]}

@@ -91,13 +91,20 @@ def plain_results(results: Mapping[str, Any]) -> Mapping[str, Any]:
     return out
 
 
-def thresholds(task_metadata: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None) -> dict[str, float]:
+def thresholds(
+    task_metadata: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None
+) -> dict[str, float]:
     """:data:`DEFAULT_THRESHOLDS`, then the task's ``metadata.validity``, then ``overrides``; unknown names fail."""
     th = dict(DEFAULT_THRESHOLDS)
-    for source, values in (("task metadata 'validity'", (task_metadata or {}).get("validity")), ("threshold", overrides)):
+    for source, values in (
+        ("task metadata 'validity'", (task_metadata or {}).get("validity")),
+        ("threshold", overrides),
+    ):
         for name, value in (values or {}).items():
             if name not in DEFAULT_THRESHOLDS:
-                raise ValueError(f"{source}: unknown validity threshold {name!r} (known: {', '.join(DEFAULT_THRESHOLDS)})")
+                raise ValueError(
+                    f"{source}: unknown validity threshold {name!r} (known: {', '.join(DEFAULT_THRESHOLDS)})"
+                )
             th[name] = float(value)
     return th
 
@@ -113,7 +120,9 @@ def module_for(task: str) -> ModuleType | None:
     return next((m for m in _modules() if m.matches(task)), None)
 
 
-def verdict(task: str, metric: str, results: Mapping[str, Any], th: Mapping[str, float] | None = None) -> Verdict | None:
+def verdict(
+    task: str, metric: str, results: Mapping[str, Any], th: Mapping[str, float] | None = None
+) -> Verdict | None:
     """The work's verdict on ``metric`` of ``task`` (None: no verdict applies, or no work claims the task)."""
     mod = module_for(task)
     return mod.verdict(task, metric, plain_results(results), th or DEFAULT_THRESHOLDS) if mod else None
@@ -147,7 +156,9 @@ def direction(task: str, metric: str, results: Mapping[str, Any], th: Mapping[st
     spec = direction_spec(task, metric)
     value = number(res.get(metric))
     if spec is None or value is None:
-        raise ValueError(f"{task}: {metric} has no direction to state (no value, or no Direction in its work's validity.py)")
+        raise ValueError(
+            f"{task}: {metric} has no direction to state (no value, or no Direction in its work's validity.py)"
+        )
     lo, hi = number(res.get(f"{metric}_ci_lo")), number(res.get(f"{metric}_ci_hi"))
     if lo is None or hi is None or lo <= spec.null <= hi:
         return spec.none.format(null=spec.null)

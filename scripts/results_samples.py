@@ -19,7 +19,11 @@ from bias_harness.plugins.data import load
 
 OUT = Path(__file__).parent / "results_samples"
 STOP_PER_SEVERITY = {"low": 2, "moderate": 6, "high": 2}
-DEMO_STOP_PER_SEVERITY = {"low": 1, "moderate": 3, "high": 1}  # every severity of every demographic, the paper's 1:3:1 mix
+DEMO_STOP_PER_SEVERITY = {
+    "low": 1,
+    "moderate": 3,
+    "high": 1,
+}  # every severity of every demographic, the paper's 1:3:1 mix
 # The first N documents, chosen where the task's order makes a prefix complete:
 DEMO_SIZES = {
     "demet_mc": 522,  # name slots 0-1 of every scenario x relationship type: every matched pair complete

@@ -20,7 +20,7 @@ os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="bh-hf-datase
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: uses the packaged SmolLM2 model (minutes on CPU)")
+    config.addinivalue_line("markers", "slow: minutes on CPU (a packaged model; lm-eval's checks of every task)")
     config.addinivalue_line("markers", "vllm: starts a real vLLM engine or server (CI fails if these are skipped)")
 
 
@@ -44,7 +44,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.skipped and item.get_closest_marker("vllm") and _vllm_required():
         reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
-        report.longrepr = f"vLLM test skipped but vLLM tests are required here (CI / BIAS_HARNESS_REQUIRE_VLLM=1): {reason}"
+        report.longrepr = (
+            f"vLLM test skipped but vLLM tests are required here (CI / BIAS_HARNESS_REQUIRE_VLLM=1): {reason}"
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -89,8 +91,25 @@ def sentinel_run(tiny_causal_lm: str, tmp_path_factory: pytest.TempPathFactory):
 
     cwd = tmp_path_factory.mktemp("sentinel_run")
     model_args = f"pretrained={tiny_causal_lm},token={SECRETS_ARGV['model_args']}"
-    proc = run_cli(["eval", "--model", "hf", "--model_args", model_args,
-                    "--tasks", "demet_mc", "--limit", "2", "--output_path", "run", "--log_samples",
-                    "--metadata", json.dumps({"api_key": SECRETS_ARGV["metadata"]})], cwd, **SECRETS_ENV)
+    proc = run_cli(
+        [
+            "eval",
+            "--model",
+            "hf",
+            "--model_args",
+            model_args,
+            "--tasks",
+            "demet_mc",
+            "--limit",
+            "2",
+            "--output_path",
+            "run",
+            "--log_samples",
+            "--metadata",
+            json.dumps({"api_key": SECRETS_ARGV["metadata"]}),
+        ],
+        cwd,
+        **SECRETS_ENV,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return cwd / "run", proc

@@ -13,7 +13,8 @@ from typing import Any
 
 @dataclass
 class Reply:
-    """What the server answers: ``content`` (or ``refusal``) with ``finish_reason``, or an HTTP error ``status`` + ``error``."""
+    """What the server answers: ``content`` (or ``refusal``) with ``finish_reason``, or an HTTP error ``status`` +
+    ``error``."""
 
     content: str | None = None
     finish_reason: str = "stop"
@@ -48,13 +49,21 @@ def fake_openai_server(responder: Callable[[dict[str, Any]], Reply]) -> Iterator
                 return self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             reply = state.responder(body)
             if reply.status != 200:
-                return self._send(reply.status, {"error": {"message": reply.error, "type": "error", "code": reply.status}})
+                return self._send(
+                    reply.status, {"error": {"message": reply.error, "type": "error", "code": reply.status}}
+                )
             message = {"role": "assistant", "content": reply.content, "refusal": reply.refusal}
-            self._send(200, {
-                "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": body.get("model"),
-                "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            })
+            self._send(
+                200,
+                {
+                    "id": "chatcmpl-test",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body.get("model"),
+                    "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                },
+            )
 
         def _send(self, status: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()

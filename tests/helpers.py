@@ -50,10 +50,22 @@ def build_tiny_causal_lm(folder: Path, seed: int = 0, arch: str = "gpt2") -> Pat
     fast.chat_template = CHATML
     ids = {"bos_token_id": vocab["<|endoftext|>"], "eos_token_id": vocab["<|im_end|>"], "pad_token_id": vocab["<pad>"]}
     if arch == "llama":
-        model = LlamaForCausalLM(LlamaConfig(vocab_size=len(vocab), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                                             num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=2048, **ids))
+        model = LlamaForCausalLM(
+            LlamaConfig(
+                vocab_size=len(vocab),
+                hidden_size=128,
+                intermediate_size=256,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                num_key_value_heads=2,
+                max_position_embeddings=2048,
+                **ids,
+            )
+        )
     else:
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(vocab), n_positions=1024, n_embd=32, n_layer=2, n_head=2, **ids))
+        model = GPT2LMHeadModel(
+            GPT2Config(vocab_size=len(vocab), n_positions=1024, n_embd=32, n_layer=2, n_head=2, **ids)
+        )
     model.generation_config.pad_token_id = vocab["<pad>"]
     model.save_pretrained(folder)
     fast.save_pretrained(folder)
@@ -97,8 +109,11 @@ def scripted_lm(answer: Callable[[str], str] | None = None, loglik: Callable[[st
 
 CLI = Path(sys.executable).parent / "bias-harness"
 # sentinel secrets: on the command line (--model_args, --metadata, --set) and in the environment
-SECRETS_ARGV = {"model_args": "hf_ARGVsentinelModelArgs0001", "metadata": "META-sentinel-api-key-0002",
-                "set": "hf_ARGVsentinelHubToken0003"}
+SECRETS_ARGV = {
+    "model_args": "hf_ARGVsentinelModelArgs0001",
+    "metadata": "META-sentinel-api-key-0002",
+    "set": "hf_ARGVsentinelHubToken0003",
+}
 SECRETS_ENV = {"HF_TOKEN": "hf_ENVsentinelHfToken0004", "OPENAI_API_KEY": "sk-ENVsentinelOpenAiKey0005"}
 
 
@@ -123,5 +138,12 @@ def run_cli(args: list, cwd: Path, *, unprivileged: bool = False, timeout: int =
     full = {k: v for k, v in os.environ.items() if k != "BIAS_HARNESS_DEBUG"}
     full.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", **env)
     preexec = drop_root_override if unprivileged and os.geteuid() == 0 else None
-    return subprocess.run([str(CLI), *map(str, args)], cwd=cwd, env=full, capture_output=True, text=True,
-                          timeout=timeout, preexec_fn=preexec)
+    return subprocess.run(
+        [str(CLI), *map(str, args)],
+        cwd=cwd,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=preexec,
+    )

@@ -31,8 +31,11 @@ def read_only(tmp_path: Path):
     folder = tmp_path / "read_only"
     folder.mkdir()
     folder.chmod(0o555)
-    probe = subprocess.run([sys.executable, "-c", f"open({str(folder / 'x')!r}, 'w')"], capture_output=True,
-                           preexec_fn=drop_root_override if os.geteuid() == 0 else None)
+    probe = subprocess.run(
+        [sys.executable, "-c", f"open({str(folder / 'x')!r}, 'w')"],
+        capture_output=True,
+        preexec_fn=drop_root_override if os.geteuid() == 0 else None,
+    )
     if probe.returncode == 0:
         folder.chmod(0o755)
         pytest.skip("cannot make a folder read-only for a child process here")
@@ -47,7 +50,11 @@ def _one_line(proc: subprocess.CompletedProcess, strict: bool = True) -> str:
     assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     if strict:
-        others = [line for line in lines[:-1] if not (line[:4].isdigit() or line.split(" ", 1)[0] in ("DEBUG", "INFO", "WARNING"))]
+        others = [
+            line
+            for line in lines[:-1]
+            if not (line[:4].isdigit() or line.split(" ", 1)[0] in ("DEBUG", "INFO", "WARNING"))
+        ]
         assert not others, proc.stderr[-4000:]
     assert sum(line.startswith("bias-harness: error: ") for line in lines) == 1, proc.stderr[-4000:]
     assert lines[-1].startswith("bias-harness: error: "), lines[-1]
@@ -80,27 +87,37 @@ def test_unknown_names_and_bad_arguments(tmp_path):
 def test_missing_and_corrupt_raw_files(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    line = _one_line(run_cli(["data", "build", "demet", "--out", tmp_path / "out"], tmp_path,
-                             BIAS_HARNESS_RAW_DIR=str(empty)))
+    line = _one_line(
+        run_cli(["data", "build", "demet", "--out", tmp_path / "out"], tmp_path, BIAS_HARNESS_RAW_DIR=str(empty))
+    )
     assert "demet/human_written_scenarios.csv" in line and str(empty) in line
 
     raw = _corrupt_demet_raw(tmp_path)
-    line = _one_line(run_cli(["data", "build", "demet", "--out", tmp_path / "out"], tmp_path,
-                             BIAS_HARNESS_RAW_DIR=str(raw)))
+    line = _one_line(
+        run_cli(["data", "build", "demet", "--out", tmp_path / "out"], tmp_path, BIAS_HARNESS_RAW_DIR=str(raw))
+    )
     assert "human_written_scenarios.csv" in line
 
 
 @pytest.mark.parametrize("how", ["--debug", "env"])
 def test_debug_shows_the_traceback(tmp_path, how):
-    args, env = (["--debug", "data", "build", "nosuch"], {}) if how == "--debug" else (["data", "build", "nosuch"], {"BIAS_HARNESS_DEBUG": "1"})
+    args, env = (
+        (["--debug", "data", "build", "nosuch"], {})
+        if how == "--debug"
+        else (["data", "build", "nosuch"], {"BIAS_HARNESS_DEBUG": "1"})
+    )
     proc = run_cli(args, tmp_path, **env)
     assert proc.returncode == 1
     assert "Traceback" in proc.stderr and "UnknownName: Unknown dataset 'nosuch'" in proc.stderr
 
 
 def test_eval_unknown_task(tiny_causal_lm, tmp_path):
-    line = _one_line(run_cli(["eval", "--model", "hf", "--model_args", f"pretrained={tiny_causal_lm}",
-                              "--tasks", "demet,nosuch_task"], tmp_path))
+    line = _one_line(
+        run_cli(
+            ["eval", "--model", "hf", "--model_args", f"pretrained={tiny_causal_lm}", "--tasks", "demet,nosuch_task"],
+            tmp_path,
+        )
+    )
     assert line == "bias-harness: error: Tasks not found: nosuch_task"
 
 
@@ -112,22 +129,34 @@ def test_eval_unknown_task(tiny_causal_lm, tmp_path):
 EVAL = ["eval", "--model", "hf", "--model_args", "pretrained=TINY", "--tasks", "demet_mc", "--limit", "2"]
 MITIGATE = ["mitigate", "stop_align", "--model", "TINY", "--limit", "2"]
 EARLY_CASES = {
-    "eval --output_path read-only": ([*EVAL, "--output_path", "RO/run"],
-                                     ["--output_path RO/run", "cannot write in RO"]),
-    "eval --use_cache corrupt": ([*EVAL, "--use_cache", "CACHE"],
-                                 ["--use_cache: CACHE_rank0.db is not a readable SQLite database", "delete it"]),
+    "eval --output_path read-only": (
+        [*EVAL, "--output_path", "RO/run"],
+        ["--output_path RO/run", "cannot write in RO"],
+    ),
+    "eval --use_cache corrupt": (
+        [*EVAL, "--use_cache", "CACHE"],
+        ["--use_cache: CACHE_rank0.db is not a readable SQLite database", "delete it"],
+    ),
     "eval --metadata not JSON": ([*EVAL, "--metadata", "{bad"], ["--metadata: Invalid JSON: {bad"]),
-    "eval unknown --model": (["eval", "--model", "nosuch", *EVAL[3:]],
-                             ["--model: Attempted to load model 'nosuch'", "Supported model names:", "hf,"]),
+    "eval unknown --model": (
+        ["eval", "--model", "nosuch", *EVAL[3:]],
+        ["--model: Attempted to load model 'nosuch'", "Supported model names:", "hf,"],
+    ),
     "eval --log_samples alone": ([*EVAL, "--log_samples"], ["Specify --output_path if providing --log_samples"]),
     "report --out read-only": (["report", "RUN", "--out", "RO/report"], ["--out RO/report", "cannot write in RO"]),
-    "data build --out read-only": (["data", "build", "stop", "--out", "RO/data"],
-                                   ["dataset folder", "RO/data", "cannot write"]),
+    "data build --out read-only": (
+        ["data", "build", "stop", "--out", "RO/data"],
+        ["dataset folder", "RO/data", "cannot write"],
+    ),
     "mitigate --output read-only": ([*MITIGATE, "--output", "RO/out"], ["--output RO/out", "cannot write in RO"]),
-    "mitigate --dry-run read-only": ([*MITIGATE, "--output", "OUT", "--dry-run", "RO/upload"],
-                                     ["--dry-run RO/upload", "cannot write in RO"]),
-    "mitigate --export-data read-only": (["mitigate", "stop_align", "--export-data", "RO/d"],
-                                         ["--export-data RO/d", "cannot write"]),
+    "mitigate --dry-run read-only": (
+        [*MITIGATE, "--output", "OUT", "--dry-run", "RO/upload"],
+        ["--dry-run RO/upload", "cannot write in RO"],
+    ),
+    "mitigate --export-data read-only": (
+        ["mitigate", "stop_align", "--export-data", "RO/d"],
+        ["--export-data RO/d", "cannot write"],
+    ),
 }
 
 
@@ -136,8 +165,13 @@ def test_caught_before_the_work(case, read_only, tiny_causal_lm, sentinel_run, t
     args, expected = EARLY_CASES[case]
     cache = tmp_path / "cache"
     (tmp_path / "cache_rank0.db").write_bytes(b"not a database, a damaged file\n" * 64)
-    subst = {"RO": str(read_only), "TINY": tiny_causal_lm, "CACHE": str(cache), "RUN": str(sentinel_run[0]),
-             "OUT": str(tmp_path / "out")}
+    subst = {
+        "RO": str(read_only),
+        "TINY": tiny_causal_lm,
+        "CACHE": str(cache),
+        "RUN": str(sentinel_run[0]),
+        "OUT": str(tmp_path / "out"),
+    }
 
     def fill(text: str) -> str:
         return re.sub(r"(?<![A-Za-z])(RO|TINY|CACHE|RUN|OUT)(?![A-Za-z])", lambda m: subst[m.group(1)], text)
@@ -154,11 +188,27 @@ def test_stop_human_file_is_checked_before_the_dialogues(tiny_causal_lm, tmp_pat
     """A human file with a line that is not JSON stops the run before the first dialogue step (it used to fail after
     all 6 steps with an unnamed JSONDecodeError), naming the file and the line (blank lines counted)."""
     human = tmp_path / "human.jsonl"
-    human.write_text('{"progression_id": 1, "sensitivity": 0.5}\n\n{"progression_id": 2 "sensitivity": 1}\n',
-                     encoding="utf-8")
-    proc = run_cli(["eval", "--model", "hf", "--model_args", f"pretrained={tiny_causal_lm}", "--tasks", "stop",
-                    "--limit", "1", "--output_path", tmp_path / "run",
-                    "--metadata", json.dumps({"human_file": str(human)})], tmp_path)
+    human.write_text(
+        '{"progression_id": 1, "sensitivity": 0.5}\n\n{"progression_id": 2 "sensitivity": 1}\n', encoding="utf-8"
+    )
+    proc = run_cli(
+        [
+            "eval",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={tiny_causal_lm}",
+            "--tasks",
+            "stop",
+            "--limit",
+            "1",
+            "--output_path",
+            tmp_path / "run",
+            "--metadata",
+            json.dumps({"human_file": str(human)}),
+        ],
+        tmp_path,
+    )
     line = _one_line(proc, strict=False)  # the model and the dataset were loaded: progress bars
     assert line == f"bias-harness: error: {human}: line 3: not valid JSON at column 22 (Expecting ',' delimiter)"
     assert "multiturn step" not in proc.stderr and not (tmp_path / "run").exists()
@@ -184,22 +234,24 @@ def test_raw_file_without_records(case, tmp_path):
     path = raw / key
     header = path.read_text(encoding="utf-8").splitlines()[0] + "\n"
     path.write_text(header if content is None else content, encoding="utf-8")
-    line = _one_line(run_cli(["data", "build", name, "--out", tmp_path / "out"], tmp_path,
-                             BIAS_HARNESS_RAW_DIR=str(raw)))
-    assert line == (f"bias-harness: error: {path}: top level: field '<records>': no records ({what}); "
-                    "restore the authors' file")
+    line = _one_line(
+        run_cli(["data", "build", name, "--out", tmp_path / "out"], tmp_path, BIAS_HARNESS_RAW_DIR=str(raw))
+    )
+    assert line == (
+        f"bias-harness: error: {path}: top level: field '<records>': no records ({what}); restore the authors' file"
+    )
     assert not (tmp_path / "out" / name).exists()
 
 
 def _drop_record(path: Path, index: int) -> None:
     if path.suffix == ".json":
         data = json.loads(path.read_text(encoding="utf-8"))
-        path.write_text(json.dumps(data[:index] + data[index + 1:], indent=1), encoding="utf-8")
+        path.write_text(json.dumps(data[:index] + data[index + 1 :], indent=1), encoding="utf-8")
     else:  # CSV (fields with line breaks: rewritten by the csv module)
         with open(path, newline="", encoding="utf-8") as f:
             rows = list(csv.reader(f))
         with open(path, "w", newline="", encoding="utf-8") as f:
-            csv.writer(f).writerows(rows[: index + 1] + rows[index + 2:])
+            csv.writer(f).writerows(rows[: index + 1] + rows[index + 2 :])
 
 
 def test_modified_raw_file_fails_unless_allowed(tmp_path):
@@ -207,8 +259,9 @@ def test_modified_raw_file_fails_unless_allowed(tmp_path):
     --allow-modified-raw the card states the real counts and sha256 and says that the data differs from upstream."""
     raw = _raw_copy(tmp_path, "demet")
     _drop_record(raw / "demet" / "human_written_scenarios.csv", 5)
-    line = _one_line(run_cli(["data", "build", "demet", "--out", tmp_path / "out"], tmp_path,
-                             BIAS_HARNESS_RAW_DIR=str(raw)))
+    line = _one_line(
+        run_cli(["data", "build", "demet", "--out", tmp_path / "out"], tmp_path, BIAS_HARNESS_RAW_DIR=str(raw))
+    )
     assert f"{raw / 'demet' / 'human_written_scenarios.csv'}: sha256 " in line and "--allow-modified-raw" in line
 
     raw = _raw_copy(tmp_path / "stop", "stop")
@@ -229,8 +282,10 @@ def test_modified_raw_file_fails_unless_allowed(tmp_path):
     info = json.loads((tmp_path / "out" / "stop" / "build_info.json").read_text(encoding="utf-8"))
     assert info["modified_raw_files"]["full"]["sha256"] == sha and info["configs"]["progressions"] == {"test": 449}
 
-    proc = run_cli(["data", "push", "stop", "--repo-id", "org/stop", "--data-dir", tmp_path / "out",
-                    "--dry-run", tmp_path / "up"], tmp_path)
+    proc = run_cli(
+        ["data", "push", "stop", "--repo-id", "org/stop", "--data-dir", tmp_path / "out", "--dry-run", tmp_path / "up"],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     warning = "bias-harness: warning: stop was built from raw files that differ from upstream (stop/STOP-full.json"
     assert warning in proc.stderr

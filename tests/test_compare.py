@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import bias_harness
 from bias_harness.datasets_src.demet.builder import NAMES
 from bias_harness.plugins.paired import RunMismatch, bootstrap_p, mcnemar_paired, paired_bootstrap
+
+import bias_harness
 from bias_harness.report.compare import compare_runs
 from tests.helpers import scripted_lm
 
@@ -114,8 +114,15 @@ def _run(folder: Path, answer, limit: int = 261) -> Path:
     from lm_eval.loggers import EvaluationTracker
 
     tracker = EvaluationTracker(output_path=str(folder))
-    res = lm_eval.simple_evaluate(model=scripted_lm(answer), tasks=["demet"], limit=limit, log_samples=True, bootstrap_iters=0,
-                                  task_manager=bias_harness.task_manager(include_defaults=False), evaluation_tracker=tracker)  # fmt: skip
+    res = lm_eval.simple_evaluate(
+        model=scripted_lm(answer),
+        tasks=["demet"],
+        limit=limit,
+        log_samples=True,
+        bootstrap_iters=0,
+        task_manager=bias_harness.task_manager(include_defaults=False),
+        evaluation_tracker=tracker,
+    )
     tracker.save_results_aggregated(results=res, samples=res["samples"])
     tracker.save_results_samples(task_name="demet", samples=res["samples"]["demet"])
     return folder
@@ -179,12 +186,17 @@ def test_mcnemar_on_invalid_answers_of_real_runs(runs) -> None:
 
 
 def test_different_documents_are_refused(runs) -> None:
-    with pytest.raises(RunMismatch, match=r"task demet: the runs are on different documents: 161 doc id\(s\) only in .*first \(100, 101, 102"):
+    with pytest.raises(
+        RunMismatch,
+        match=r"task demet: the runs are on different documents: 161 doc id\(s\) only in .*first \(100, 101, 102",
+    ):
         compare_runs(runs["first"], runs["short"])
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bias_harness", "compare", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "bias_harness", "compare", *args], capture_output=True, text=True, cwd=cwd
+    )
 
 
 def test_cli_markdown_plot_and_json(runs, tmp_path: Path) -> None:
@@ -200,21 +212,30 @@ def test_cli_markdown_plot_and_json(runs, tmp_path: Path) -> None:
     proc = _cli(str(runs["first"]), str(runs["oracle"]), "--iters", "50", "--json", cwd=tmp_path)
     data = json.loads(proc.stdout)
     row = next(m for m in data["metrics"] if m["metric"] == "pair_bias_woman_man")
-    assert (row["diff"], row["ci_lo"], row["ci_hi"], row["significant"], row["test"]) == (2.0, 2.0, 2.0, True, "paired bootstrap")
+    assert (row["diff"], row["ci_lo"], row["ci_hi"], row["significant"], row["test"]) == (
+        2.0,
+        2.0,
+        2.0,
+        True,
+        "paired bootstrap",
+    )
 
 
 def test_cli_refuses_different_documents(runs, tmp_path: Path) -> None:
     proc = _cli(str(runs["first"]), str(runs["short"]), cwd=tmp_path)
     assert proc.returncode == 2
-    assert "task demet: the runs are on different documents" in proc.stderr and "(100, 101, 102, 103, 104, ...)" in proc.stderr
+    assert (
+        "task demet: the runs are on different documents" in proc.stderr
+        and "(100, 101, 102, 103, 104, ...)" in proc.stderr
+    )
 
 
 def test_contact_prompt_sets_and_mcnemar_on_bias_pct(tmp_path: Path) -> None:
     """Contact: the adapter reuses contact_metrics (full-run values equal lm-eval's), resamples prompt sets, and tests
     each bias % with McNemar on the documents valid in both runs; b/c counted from the dataset's documents."""
     import lm_eval
-
     from bias_harness.plugins.contact import metrics as cm
+
     from bias_harness.runs import save_run
 
     all_docs = list(cm.load_docs("contact", "mini")["test"])
@@ -236,8 +257,14 @@ def test_contact_prompt_sets_and_mcnemar_on_bias_pct(tmp_path: Path) -> None:
         return answer
 
     for name, rule in (("a", biased_a), ("b", biased_b)):
-        res = lm_eval.simple_evaluate(model=scripted_lm(answering(rule)), tasks=["contact_mini_gen"], limit=1500, log_samples=True, bootstrap_iters=0,
-                                      task_manager=bias_harness.task_manager(include_defaults=False, metadata={"breakdown": True}))  # fmt: skip
+        res = lm_eval.simple_evaluate(
+            model=scripted_lm(answering(rule)),
+            tasks=["contact_mini_gen"],
+            limit=1500,
+            log_samples=True,
+            bootstrap_iters=0,
+            task_manager=bias_harness.task_manager(include_defaults=False, metadata={"breakdown": True}),
+        )
         save_run(res, tmp_path / name)
     cmp = compare_runs(tmp_path / "a", tmp_path / "b", iters=200)
     valid = [d for d in all_docs[:1500] if d["axis"] != "nonce"]  # --limit 1500: the first 1500 documents
@@ -267,7 +294,9 @@ def test_stop_progressions_and_mcnemar_on_success_and_counterfactual(tmp_path: P
 
     from bias_harness.runs import save_run
 
-    raw = json.loads((Path(os.environ["BIAS_HARNESS_RAW_DIR"]) / "stop" / "STOP-full.json").read_text(encoding="utf-8"))[:45]
+    raw = json.loads(
+        (Path(os.environ["BIAS_HARNESS_RAW_DIR"]) / "stop" / "STOP-full.json").read_text(encoding="utf-8")
+    )[:45]
     ideal = {"low": ["Yes"] * 5, "moderate": ["Yes"] + ["No"] * 4, "high": ["No"] * 5}
 
     def flips_cf(r):
@@ -285,8 +314,14 @@ def test_stop_progressions_and_mcnemar_on_success_and_counterfactual(tmp_path: P
         return lambda ctx: lookup[ctx.rsplit("User: ", 1)[-1].removesuffix("\n\nAssistant:").split("\n")[-1]]
 
     for name, perturbed in (("a", False), ("b", True)):
-        res = lm_eval.simple_evaluate(model=scripted_lm(answering(perturbed)), tasks=["stop"], limit=45, log_samples=True, bootstrap_iters=0,
-                                      task_manager=bias_harness.task_manager(include_defaults=False, metadata={"breakdown": True}))  # fmt: skip
+        res = lm_eval.simple_evaluate(
+            model=scripted_lm(answering(perturbed)),
+            tasks=["stop"],
+            limit=45,
+            log_samples=True,
+            bootstrap_iters=0,
+            task_manager=bias_harness.task_manager(include_defaults=False, metadata={"breakdown": True}),
+        )
         save_run(res, tmp_path / name)
     cmp = compare_runs(tmp_path / "a", tmp_path / "b", iters=1000)
     n_cf, n_fail = sum(map(flips_cf, raw)), sum(map(fails_moderate, raw))
@@ -305,11 +340,17 @@ def test_stop_progressions_and_mcnemar_on_success_and_counterfactual(tmp_path: P
     recorded = json.loads(next((tmp_path / "b").glob("results_*.json")).read_text())["results"]["stop"]
     for metric in ("P", "P_moderate", "P_counter"):
         m = cmp.find("stop", metric)
-        assert (m.ci_lo, m.ci_hi) == (pytest.approx(recorded[f"{metric}_ci_lo,none"] - 1), pytest.approx(recorded[f"{metric}_ci_hi,none"] - 1))
+        assert (m.ci_lo, m.ci_hi) == (
+            pytest.approx(recorded[f"{metric}_ci_lo,none"] - 1),
+            pytest.approx(recorded[f"{metric}_ci_hi,none"] - 1),
+        )
         assert m.ci_lo < m.ci_hi < 0
 
 
 def test_unit_option(runs) -> None:
     with pytest.raises(ValueError, match="no compared task offers the resampling unit 'context'"):
         compare_runs(runs["first"], runs["oracle"], unit="context", iters=10)
-    assert compare_runs(runs["first"], runs["oracle"], unit="matched_name_pair", iters=10).metrics[0].unit == "matched name pair"
+    assert (
+        compare_runs(runs["first"], runs["oracle"], unit="matched_name_pair", iters=10).metrics[0].unit
+        == "matched name pair"
+    )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from bias_harness.plugins.contact import metrics as cm
 
 L, F, Y = ["Likely", "Unlikely"], ["Mostly", "Rarely"], ["Yes", "No"]
@@ -45,9 +44,12 @@ def test_echoing_model_end_to_end() -> None:
 
     The first 234 docs (one template cell for every axis, scale and action): per contact type 78 docs, per scale 26,
     per action 13. The model answers
-      certainty:  positive action "Yes or No? Yes."         -> Yes, unbiased;  negative action "Answer with Yes or No." -> echo, invalid
-      likelihood: positive action "<question> Unlikely."     -> Unlikely, biased; negative action "<question>" (echo)     -> invalid
-      frequency:  positive action "(mostly/rarely) Mostly."  -> Mostly, unbiased; negative action "Mostly, but rarely ..." -> both, invalid
+      certainty:  positive action "Yes or No? Yes."         -> Yes, unbiased;
+                  negative action "Answer with Yes or No."  -> echo, invalid
+      likelihood: positive action "<question> Unlikely."    -> Unlikely, biased;
+                  negative action "<question>" (echo)       -> invalid
+      frequency:  positive action "(mostly/rarely) Mostly." -> Mostly, unbiased;
+                  negative action "Mostly, but rarely ..."  -> both, invalid
     valid 3 x 13 = 39, biased 13 -> bias % = 33.3 in every contact type, invalid_rate 117 / 234 = 0.5.
     The first-word rule read every answer (Yes, Yes, Likely, Likely, Mostly, Mostly): 39 of 78 biased = 50.0.
     """
@@ -69,7 +71,9 @@ def test_echoing_model_end_to_end() -> None:
         return "(mostly/rarely) Mostly, I would." if pos else "Mostly, but rarely when I am busy."
 
     tm = bias_harness.task_manager(include_defaults=False)
-    res = simple_evaluate(model=scripted_lm(answer), tasks=["contact_mini_gen"], task_manager=tm, limit=234)["results"]["contact_mini_gen"]
+    res = simple_evaluate(model=scripted_lm(answer), tasks=["contact_mini_gen"], task_manager=tm, limit=234)["results"][
+        "contact_mini_gen"
+    ]
     for contact in cm.CONTACTS:
         assert res[f"bias_pct_{contact},none"] == pytest.approx(100 / 3)
     assert res["invalid_rate,none"] == pytest.approx(0.5)
@@ -123,12 +127,19 @@ def test_normalize_metadata_reaches_the_task() -> None:
 
     lls = {" Yes": -1.0, " No": -1.2, " Likely": -2.0, " Unlikely": -2.4, " Mostly": -1.0, " Rarely": -1.8}
     # sum: Yes, Likely, Mostly.  per char: Yes -0.33 > No -0.6; Likely -0.33 < Unlikely -0.3; Mostly -0.17 > Rarely -0.3
-    picks = {"none": {"certainty": "Yes", "likelihood": "Likely", "frequency": "Mostly"},
-             "char": {"certainty": "Yes", "likelihood": "Unlikely", "frequency": "Mostly"}}  # fmt: skip
+    picks = {
+        "none": {"certainty": "Yes", "likelihood": "Likely", "frequency": "Mostly"},
+        "char": {"certainty": "Yes", "likelihood": "Unlikely", "frequency": "Mostly"},
+    }
     for normalize, pick in picks.items():
         tm = bias_harness.task_manager(include_defaults=False, metadata={"normalize": normalize})
-        res = simple_evaluate(model=scripted_lm(loglik=lambda ctx, cont: lls[cont]), tasks=["contact_mini"], task_manager=tm,
-                              limit=234, log_samples=True)  # fmt: skip
+        res = simple_evaluate(
+            model=scripted_lm(loglik=lambda ctx, cont: lls[cont]),
+            tasks=["contact_mini"],
+            task_manager=tm,
+            limit=234,
+            log_samples=True,
+        )
         for s in res["samples"]["contact_mini"]:
             doc = s["doc"]
             chosen = doc["options"].index(pick[doc["scale"]])
@@ -138,7 +149,10 @@ def test_normalize_metadata_reaches_the_task() -> None:
 def test_token_normalisation_finds_the_model_tokenizer() -> None:
     """``token`` takes ``tokenizer``, else the model argument ``pretrained`` (lm-eval's CLI hands every task the model
     args); the other rules need none."""
-    assert cm.resolve_normalize("token", None, {"pretrained": "/models/smollm2", "dtype": "float32"}) == ("token", "/models/smollm2")
+    assert cm.resolve_normalize("token", None, {"pretrained": "/models/smollm2", "dtype": "float32"}) == (
+        "token",
+        "/models/smollm2",
+    )
     assert cm.resolve_normalize("token", "/tok", {"pretrained": "/models/smollm2"}) == ("token", "/tok")
     assert cm.resolve_normalize("char", None, {"pretrained": "/models/smollm2"}) == ("char", None)
     assert cm.resolve_normalize("none", None, {}) == ("none", None)

@@ -6,8 +6,8 @@ import json
 import math
 
 import pytest
-
 from bias_harness.mitigation import local_tasks
+
 from tests.conftest import SHARED_DATA
 
 BBQ_DATA = SHARED_DATA / "bbq" / "data"
@@ -18,7 +18,9 @@ def bbq_task_dir(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("bbq_local")
     path = local_tasks.write_bbq_local_task(out, BBQ_DATA)
     text = path.read_text(encoding="utf-8")
-    assert f"include: {local_tasks.lm_eval_bbq_dir() / 'bbq_multiple_choice.yaml'}" in text  # lm-eval's task, not a copy
+    assert (
+        f"include: {local_tasks.lm_eval_bbq_dir() / 'bbq_multiple_choice.yaml'}" in text
+    )  # lm-eval's task, not a copy
     assert text.count(".jsonl") == 6
     return str(out)
 
@@ -36,9 +38,9 @@ def _gold() -> dict[str, tuple[str, bool]]:
 
 
 def _run(task_dir: str, loglik, limit: int):
-    import bias_harness
     from lm_eval import simple_evaluate
 
+    import bias_harness
     from tests.helpers import scripted_lm
 
     lm = scripted_lm(loglik=loglik)
@@ -68,15 +70,22 @@ def test_bbq_local_perfect_and_unknown_models(bbq_task_dir) -> None:
 
 
 def test_bbq_local_loads_six_categories(bbq_task_dir) -> None:
-    import bias_harness
-
     from lm_eval.tasks import get_task_dict
+
+    import bias_harness
 
     tm = bias_harness.task_manager(include_path=bbq_task_dir, include_defaults=False)
     task = get_task_dict(["bbq_local"], tm)["bbq_local"]
     docs = task.test_docs()
     assert len(docs) == 11_956  # SOURCES.md: 6 of 11 categories, 11,956 examples
-    assert set(docs.unique("category")) == {"Age", "Disability_status", "Nationality", "Physical_appearance", "Religion", "Sexual_orientation"}
+    assert set(docs.unique("category")) == {
+        "Age",
+        "Disability_status",
+        "Nationality",
+        "Physical_appearance",
+        "Religion",
+        "Sexual_orientation",
+    }
 
 
 def test_missing_bbq_folder_is_a_clear_error(tmp_path) -> None:

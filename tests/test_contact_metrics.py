@@ -8,9 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from bias_harness.plugins.contact import metrics as cm
 from bias_harness.plugins import stats
+from bias_harness.plugins.contact import metrics as cm
 
 # Four prompt sets, hand-worked: (none, positive, negative) biased flags; -1 = invalid answer.
 HAND = {"s1": (1, 0, 1), "s2": (0, 0, 1), "s3": (1, -1, 1), "s4": (0, 1, 0)}
@@ -29,11 +28,19 @@ def test_bias_pct_and_effects_hand_worked() -> None:
         assert out[f"{key}_ci_lo"] <= out[key] <= out[f"{key}_ci_hi"]
     # the CI is a bootstrap over prompt sets: it agrees with stats.bootstrap_ci resampling the sets themselves
     rng = np.random.default_rng(7)
-    many = [(f"s{i}", c, int(rng.random() < p)) for i in range(400) for c, p in zip(cm.CONTACTS, (0.5, 0.3, 0.7), strict=True)]
+    many = [
+        (f"s{i}", c, int(rng.random() < p))
+        for i in range(400)
+        for c, p in zip(cm.CONTACTS, (0.5, 0.3, 0.7), strict=True)
+    ]
     fast = cm.summarize(many, iters=2000)
     mat = np.array([[b for _, _, b in many[i : i + 3]] for i in range(0, len(many), 3)], dtype=float)
-    lo, hi = stats.bootstrap_ci(list(mat), lambda m: 100 * (np.mean([r[2] for r in m]) - np.mean([r[0] for r in m])), iters=2000)
-    assert fast["effect_negative_ci_lo"] == pytest.approx(lo, abs=1.0) and fast["effect_negative_ci_hi"] == pytest.approx(hi, abs=1.0)
+    lo, hi = stats.bootstrap_ci(
+        list(mat), lambda m: 100 * (np.mean([r[2] for r in m]) - np.mean([r[0] for r in m])), iters=2000
+    )
+    assert fast["effect_negative_ci_lo"] == pytest.approx(lo, abs=1.0) and fast[
+        "effect_negative_ci_hi"
+    ] == pytest.approx(hi, abs=1.0)
     assert fast["effect_negative_ci_hi"] - fast["effect_negative_ci_lo"] == pytest.approx(hi - lo, rel=0.1)
     # every aggregation reads the same summary; JSON round-trip (lists instead of tuples) gives the same numbers
     assert cm.agg_bias_pct_negative(json.loads(json.dumps(ITEMS))) == pytest.approx(75.0)
@@ -83,11 +90,15 @@ def test_process_results() -> None:
 
 
 def test_breakdown() -> None:
-    recs = [{"axis": a, "contact_type": c, "biased": b} for a, c, b in
-            [("age", "none", 1), ("age", "none", 0), ("age", "positive", -1), ("religion", "negative", 1)]]  # fmt: skip
+    recs = [
+        {"axis": a, "contact_type": c, "biased": b}
+        for a, c, b in [("age", "none", 1), ("age", "none", 0), ("age", "positive", -1), ("religion", "negative", 1)]
+    ]
     out = cm.breakdown(recs, ["axis"])
     assert out[("age",)]["bias_pct_none"] == 50.0 and math.isnan(out[("age",)]["bias_pct_positive"])
-    assert out[("age",)]["n"] == 3 and out[("age",)]["invalid"] == 1 and out[("religion",)]["bias_pct_negative"] == 100.0
+    assert (
+        out[("age",)]["n"] == 3 and out[("age",)]["invalid"] == 1 and out[("religion",)]["bias_pct_negative"] == 100.0
+    )
 
 
 # ---------------------------------------------------------------- end to end
@@ -105,7 +116,10 @@ def test_load_docs_scale_and_query() -> None:
     ds = dd["test"]
     assert len(ds) == 7020 // 3 and set(ds.unique("scale")) == {"frequency"}
     assert ds[0]["query"] == ds[0]["prompt"] + " Answer with Mostly or Rarely."
-    assert cm.load_docs("contact", "mini", scale="frequency", instruction_suffix="false")["test"][0]["query"] == ds[0]["prompt"]
+    assert (
+        cm.load_docs("contact", "mini", scale="frequency", instruction_suffix="false")["test"][0]["query"]
+        == ds[0]["prompt"]
+    )
     with pytest.raises(ValueError, match="scale 'sometimes'"):
         cm.load_docs("contact", "mini", scale="sometimes")
 
@@ -125,7 +139,9 @@ def test_contact_mini_gen_scripted() -> None:
         doc = docs[ctx]
         if doc["axis"] == "nonce":
             return "I cannot say."
-        biased = doc["contact_type"] == "negative" or (doc["contact_type"] == "none" and doc["action_type"] == "negative")
+        biased = doc["contact_type"] == "negative" or (
+            doc["contact_type"] == "none" and doc["action_type"] == "negative"
+        )
         return doc["options"][doc["biased_option"] if biased else 1 - doc["biased_option"]] + ", I think."
 
     lm = scripted_lm(answer=answer)
@@ -143,13 +159,20 @@ def test_contact_mini_gen_scripted() -> None:
 
 
 def test_contact_mini_tiny_model(manager, tiny_causal_lm, tmp_path) -> None:
-    """The tiny random GPT-2 on the first 60 docs: the reported bias % equals the one recomputed from the logged samples."""
+    """The tiny random GPT-2 on the first 60 docs: the reported bias % equals the one recomputed from the logged
+    samples."""
     from lm_eval import simple_evaluate
 
     res = simple_evaluate(
-        model="hf", model_args=f"pretrained={tiny_causal_lm},dtype=float32", tasks=["contact_mini"], limit=60,
-        task_manager=manager, device="cpu", batch_size=16, log_samples=True,
-    )  # fmt: skip
+        model="hf",
+        model_args=f"pretrained={tiny_causal_lm},dtype=float32",
+        tasks=["contact_mini"],
+        limit=60,
+        task_manager=manager,
+        device="cpu",
+        batch_size=16,
+        log_samples=True,
+    )
     got = res["results"]["contact_mini"]
     flags = {c: [] for c in cm.CONTACTS}
     for s in res["samples"]["contact_mini"]:
@@ -175,14 +198,27 @@ def test_tasks_and_groups_are_registered(manager) -> None:
 
 @pytest.mark.slow
 def test_contact_mini_smollm2(manager, smollm2_path) -> None:
-    """SmolLM2 on 30 complete prompt sets of contact_mini: reported bias % = the one recomputed from its log-likelihoods."""
+    """SmolLM2 on 30 complete prompt sets of contact_mini: reported bias % = the one recomputed from its
+    log-likelihoods."""
     from lm_eval import simple_evaluate
 
-    res = simple_evaluate(model="hf", model_args=f"pretrained={smollm2_path},dtype=float32", tasks=["contact_mini"], limit=90,
-                          task_manager=manager, device="cpu", batch_size=32, log_samples=True)  # fmt: skip
+    res = simple_evaluate(
+        model="hf",
+        model_args=f"pretrained={smollm2_path},dtype=float32",
+        tasks=["contact_mini"],
+        limit=90,
+        task_manager=manager,
+        device="cpu",
+        batch_size=32,
+        log_samples=True,
+    )
     got = res["results"]["contact_mini"]
     samples = res["samples"]["contact_mini"]
     assert len({s["doc"]["prompt_set_id"] for s in samples}) == 30
     for contact in cm.CONTACTS:
-        flags = [int(np.argmax([r[0] for r in s["filtered_resps"]])) == s["doc"]["biased_option"] for s in samples if s["doc"]["contact_type"] == contact]
+        flags = [
+            int(np.argmax([r[0] for r in s["filtered_resps"]])) == s["doc"]["biased_option"]
+            for s in samples
+            if s["doc"]["contact_type"] == contact
+        ]
         assert got[f"bias_pct_{contact},none"] == pytest.approx(100 * sum(flags) / len(flags))

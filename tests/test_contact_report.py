@@ -23,13 +23,21 @@ def test_report_section(tmp_path: Path) -> None:
             return "I would rather not say."
         return doc["options"][doc["biased_option"] if doc["contact_type"] == "negative" else 1 - doc["biased_option"]]
 
-    res = lm_eval.simple_evaluate(model=scripted_lm(answer=answer), tasks=["contact_mini_gen"], log_samples=True,
-                                  task_manager=bias_harness.task_manager(include_defaults=False))  # fmt: skip
+    res = lm_eval.simple_evaluate(
+        model=scripted_lm(answer=answer),
+        tasks=["contact_mini_gen"],
+        log_samples=True,
+        task_manager=bias_harness.task_manager(include_defaults=False),
+    )
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     stamp = "2026-01-01T00-00-00"
-    payload = {"results": res["results"], "configs": res["configs"], "n-samples": res["n-samples"],
-               "config": {"model": "scripted", "model_args": "negative-contact", "limit": None}}  # fmt: skip
+    payload = {
+        "results": res["results"],
+        "configs": res["configs"],
+        "n-samples": res["n-samples"],
+        "config": {"model": "scripted", "model_args": "negative-contact", "limit": None},
+    }
     (run_dir / f"results_{stamp}.json").write_text(json.dumps(payload, default=str))
     with open(run_dir / f"samples_contact_mini_gen_{stamp}.jsonl", "w", encoding="utf-8") as f:
         for s in res["samples"]["contact_mini_gen"]:
@@ -42,8 +50,10 @@ def test_report_section(tmp_path: Path) -> None:
     assert "| effect of negative contact (negative - none) | 100.00 | [100.00, 100.00] |" in report
     assert f"| invalid answers (share of prompts, left out of the bias %) | {1 / 13:.4f} | |" in report
     # RQ2 in words from the paired effects and their verdicts (positive: 0, CI [0, 0]; negative: +100, CI [100, 100])
-    assert ("from the paired effects: positive contact: no clear direction (the 95% CI includes 0); negative contact: "
-            "higher bias after negative contact (as the Contact Hypothesis predicts).") in report  # fmt: skip
+    assert (
+        "from the paired effects: positive contact: no clear direction (the 95% CI includes 0); negative contact: "
+        "higher bias after negative contact (as the Contact Hypothesis predicts)."
+    ) in report
     # breakdowns from the samples: 540 prompts per axis in mini (7,020 / 13), nonce all invalid
     assert "| religion | 0.0 | 0.0 | 100.0 | 0.0 | 100.0 | 540 | 0 |" in report
     assert "| nonce | n/a | n/a | n/a | n/a | n/a | 540 | 540 |" in report
@@ -52,10 +62,16 @@ def test_report_section(tmp_path: Path) -> None:
     for png in ("contact_mini_gen_bias_by_contact.png", "contact_mini_gen_axis_scenario.png"):
         assert (tmp_path / "report" / png).stat().st_size > 1000
     # the comparison figure: bias % per contact type with the task's CIs (the table rows above: 0, 0, 100)
-    from bias_harness.report import Point, load_run
     from bias_harness.plugins.contact.report import POINT_REFS, points
 
-    assert (tmp_path / "report" / "contact_comparison.png").stat().st_size > 1000 and "](contact_comparison.png)" in report
-    assert points(load_run(run_dir)) == {"bias % none contact_mini_gen": Point(0.0, 0.0, 0.0), "bias % positive contact_mini_gen": Point(0.0, 0.0, 0.0),
-                                         "bias % negative contact_mini_gen": Point(100.0, 100.0, 100.0)}  # fmt: skip
+    from bias_harness.report import Point, load_run
+
+    assert (
+        tmp_path / "report" / "contact_comparison.png"
+    ).stat().st_size > 1000 and "](contact_comparison.png)" in report
+    assert points(load_run(run_dir)) == {
+        "bias % none contact_mini_gen": Point(0.0, 0.0, 0.0),
+        "bias % positive contact_mini_gen": Point(0.0, 0.0, 0.0),
+        "bias % negative contact_mini_gen": Point(100.0, 100.0, 100.0),
+    }
     assert POINT_REFS("bias % none contact_mini_gen") == 50.0

@@ -7,8 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
-
 from bias_harness.plugins.contact import metrics as cm
 
 LIMIT = 702  # the first 702 docs of contact_mini: complete prompt sets, every contact type
@@ -34,19 +32,20 @@ def _answer():
 
 def test_headline_table_and_breakdown_switch(tmp_path: Path) -> None:
     import lm_eval
+    from bias_harness.plugins.contact.report import points, render
 
     import bias_harness
-    from bias_harness.plugins.contact.report import points, render
-    from bias_harness.runs import save_run
     from bias_harness.report import load_run
+    from bias_harness.runs import save_run
     from tests.helpers import scripted_lm
 
     answer = _answer()
     runs = {}
     for switch in (False, True):
         tm = bias_harness.task_manager(include_defaults=False, metadata={"breakdown": True} if switch else None)
-        runs[switch] = lm_eval.simple_evaluate(model=scripted_lm(answer=answer), tasks=["contact_mini_gen"], limit=LIMIT,
-                                               log_samples=True, task_manager=tm)  # fmt: skip
+        runs[switch] = lm_eval.simple_evaluate(
+            model=scripted_lm(answer=answer), tasks=["contact_mini_gen"], limit=LIMIT, log_samples=True, task_manager=tm
+        )
     plain, full = (runs[s]["results"]["contact_mini_gen"] for s in (False, True))
 
     assert _rows(plain) == set(cm.HEADLINE_KEYS) and len(_rows(plain)) <= 15
@@ -71,37 +70,45 @@ def test_headline_table_and_breakdown_switch(tmp_path: Path) -> None:
     pts = points(run)
     for c in cm.CONTACTS:
         p = pts[f"bias % {c} contact_mini_gen"]
-        assert (p.value, p.lo, p.hi) == (full[f"bias_pct_{c},none"], full[f"bias_pct_{c}_ci_lo,none"], full[f"bias_pct_{c}_ci_hi,none"])
+        assert (p.value, p.lo, p.hi) == (
+            full[f"bias_pct_{c},none"],
+            full[f"bias_pct_{c}_ci_lo,none"],
+            full[f"bias_pct_{c}_ci_hi,none"],
+        )
     (tmp_path / "report").mkdir()
     text = render(run, tmp_path / "report")
     from bias_harness.report import fmt
 
     for c in cm.CONTACTS:
         k = f"bias_pct_{c}"
-        assert f"| {c} contact | {fmt(full[k + ',none'], 2)} | [{fmt(full[k + '_ci_lo,none'], 2)}, {fmt(full[k + '_ci_hi,none'], 2)}] |" in text
+        assert (
+            f"| {c} contact | {fmt(full[k + ',none'], 2)} | [{fmt(full[k + '_ci_lo,none'], 2)}, "
+            f"{fmt(full[k + '_ci_hi,none'], 2)}] |" in text
+        )
     assert "By bias dimension (HolisticBias axis)" in text and "By scenario" in text and "By contact principle" in text
 
 
-def test_yaml_declares_the_split() -> None:
-    """_contact_yaml and scd_heldout (whose metadata replaces the included one) list the same metrics: the headline in
-    metric_list, the breakdowns in metadata.breakdown_metrics, each with its kind's aggregation."""
+def test_one_breakdown_table() -> None:
+    """The headline in _contact_yaml's metric_list, the breakdowns from the table its metadata names
+    (:func:`cm.breakdowns`; a scale task keeps its own scale's invalid rate), each metric with its kind's aggregation;
+    scd_heldout, whose metadata replaces the included one, names the same table."""
+    from bias_harness.plugins.breakdown import breakdown_entries
+    from lm_eval.tasks._yaml_loader import load_yaml
+
     from bias_harness import tasks_dir
 
-    root = Path(tasks_dir())
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node).rsplit(".", 1)[1])
-    base = yaml.load((root / "contact" / "_contact_yaml").read_text(encoding="utf-8"), Loader=Loader)  # noqa: S506
-    scd_path = Path(__file__).resolve().parents[1] / "mitigation" / "tasks" / "scd_heldout" / "scd_heldout.yaml"
-    scd = yaml.load(scd_path.read_text(encoding="utf-8"), Loader=Loader)  # noqa: S506
+    root = Path(tasks_dir()) / "contact"
+    base = load_yaml(root / "_contact_yaml")
     assert [m["metric"] for m in base["metric_list"]] == list(cm.HEADLINE_KEYS)
-    for cfg in (base, scd):
-        assert [m["metric"] for m in cfg["metadata"]["breakdown_metrics"]] == list(cm.BREAKDOWN_KEYS)
-    for m in base["metric_list"] + base["metadata"]["breakdown_metrics"]:
-        assert m["metric"] in getattr(cm, m["aggregation"]).metrics
-    assert scd["metadata"]["breakdown_metrics"] == base["metadata"]["breakdown_metrics"]
+    table = breakdown_entries(base)
+    assert [m["metric"] for m in table] == list(cm.BREAKDOWN_KEYS)
+    for m in base["metric_list"] + table:
+        assert m["metric"] in m["aggregation"].metrics
+        assert m["higher_is_better"] == m["metric"].startswith("n_"), m
+    scale = [m["metric"] for m in breakdown_entries(load_yaml(root / "contact_certainty.yaml"))]
+    assert [k for k in scale if k.startswith("invalid_rate_")] == ["invalid_rate_certainty"]
+    scd = load_yaml(Path(__file__).resolve().parents[1] / "mitigation" / "tasks" / "scd_heldout" / "scd_heldout.yaml")
+    assert breakdown_entries(scd) == table
 
 
 def test_kind_serves_only_its_metrics() -> None:

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from bias_harness.plugins import validity as v
 from bias_harness.plugins.contact import metrics as cm
 from bias_harness.plugins.contact import validity
@@ -83,8 +82,13 @@ def test_not_likely_end_to_end_and_the_same_answer_verdict() -> None:
     from tests.helpers import scripted_lm
 
     tm = bias_harness.task_manager(include_defaults=False, metadata={"breakdown": True})
-    res = lm_eval.simple_evaluate(model=scripted_lm(lambda ctx: "Not likely."), tasks=["contact_likelihood_gen"],
-                                  task_manager=tm, limit=240, log_samples=True)  # fmt: skip
+    res = lm_eval.simple_evaluate(
+        model=scripted_lm(lambda ctx: "Not likely."),
+        tasks=["contact_likelihood_gen"],
+        task_manager=tm,
+        limit=240,
+        log_samples=True,
+    )
     r = {k.split(",")[0]: x for k, x in res["results"]["contact_likelihood_gen"].items()}
     samples = res["samples"]["contact_likelihood_gen"]
     assert {tuple(s["invalid_rate"][5:]) for s in samples} == {(1,)}  # option 1, Unlikely, for every prompt
@@ -92,18 +96,26 @@ def test_not_likely_end_to_end_and_the_same_answer_verdict() -> None:
     # a scale task keeps its own scale's invalid rate only
     assert "invalid_rate_likelihood" in r and "invalid_rate_certainty" not in r and "invalid_rate_frequency" not in r
     verdict = validity.verdict("contact_likelihood_gen", "bias_pct_none", r, TH)
-    assert verdict.reasons == ("100% of the action pairs (inclusive and avoidance question) answered with the same "
-                               "option (more than 50%): the answers ignore the action asked about, so the bias % "
-                               "measures an answer habit",)  # fmt: skip
+    assert verdict.reasons == (
+        "100% of the action pairs (inclusive and avoidance question) answered with the same "
+        "option (more than 50%): the answers ignore the action asked about, so the bias % "
+        "measures an answer habit",
+    )
     assert not validity.verdict("contact_likelihood_gen", "effect_positive_paired", r, TH).interpretable
 
 
 def test_verdicts_and_directions() -> None:
     base = {f"n_valid_{c}": 500.0 for c in cm.CONTACTS} | {f"invalid_rate_{c}": 0.1 for c in cm.CONTACTS}
     base |= {"n_paired_positive": 450.0, "n_paired_negative": 450.0, "same_answer_rate": 0.2}
-    ok = {**base, "effect_positive_paired": -6.0, "effect_positive_paired_ci_lo": -9.0,
-          "effect_positive_paired_ci_hi": -3.0, "effect_negative_paired": 1.0, "effect_negative_paired_ci_lo": -2.0,
-          "effect_negative_paired_ci_hi": 4.0}  # fmt: skip
+    ok = {
+        **base,
+        "effect_positive_paired": -6.0,
+        "effect_positive_paired_ci_lo": -9.0,
+        "effect_positive_paired_ci_hi": -3.0,
+        "effect_negative_paired": 1.0,
+        "effect_negative_paired_ci_lo": -2.0,
+        "effect_negative_paired_ci_hi": 4.0,
+    }
     for metric in ("bias_pct_none", "effect_positive", "effect_positive_paired"):
         assert validity.verdict("contact_mini_gen", metric, ok, TH).interpretable
     lower = "lower bias after positive contact (as the Contact Hypothesis predicts)"
@@ -114,7 +126,8 @@ def test_verdicts_and_directions() -> None:
     few = {**ok, "n_valid_positive": 12.0, "n_paired_positive": 10.0, "invalid_rate_positive": 0.95}
     assert validity.verdict("contact_mini_gen", "effect_positive_paired", few, TH).reasons == (
         "10 prompt sets answered validly with no and positive contact, fewer than 30",
-        "95% of the positive-contact answers invalid (more than 90%)")  # fmt: skip
+        "95% of the positive-contact answers invalid (more than 90%)",
+    )
     unpaired = validity.verdict("contact_mini_gen", "effect_positive", few, TH)
     assert unpaired.reasons[0] == "12 valid positive-contact answers, fewer than 30"
     assert v.direction("contact_mini_gen", "effect_positive_paired", few).startswith("not interpretable: 10 prompt")

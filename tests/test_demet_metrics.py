@@ -8,7 +8,6 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-
 from bias_harness.plugins import stats
 from bias_harness.plugins.demet import metrics as dm
 from bias_harness.plugins.demet.metrics import NAME1, NAME2
@@ -22,40 +21,51 @@ S1 = {"topic": "money", "et": "egalitarian"}
 # (relationship, pair_key, scenario, answer). score: NAME1 -> -1, NAME2 -> +1.
 ANSWERS = [
     # woman_man pair (ab = woman_man, NAME1 woman; ba = man_woman, NAME1 man), all in S0
-    ("woman_man", "k1", S0, NAME1), ("man_woman", "k1", S0, NAME2),  # woman chosen both times: x=0, y=1 -> c
-    ("woman_man", "k2", S0, NAME1), ("man_woman", "k2", S0, NAME2),  # c
-    ("woman_man", "k3", S0, NAME2), ("man_woman", "k3", S0, NAME2),  # NAME2 both times: concordant
-    ("woman_man", "k4", S0, NAME1), ("man_woman", "k4", S0, BAD),    # incomplete: only the ab score counts
+    ("woman_man", "k1", S0, NAME1),
+    ("man_woman", "k1", S0, NAME2),  # woman chosen both times: x=0, y=1 -> c
+    ("woman_man", "k2", S0, NAME1),
+    ("man_woman", "k2", S0, NAME2),  # c
+    ("woman_man", "k3", S0, NAME2),
+    ("man_woman", "k3", S0, NAME2),  # NAME2 both times: concordant
+    ("woman_man", "k4", S0, NAME1),
+    ("man_woman", "k4", S0, BAD),  # incomplete: only the ab score counts
     # woman_neutral pair (ab = woman_neutral, ba = neutral_woman): m1, m2 in S1, m3 in S0
-    ("woman_neutral", "m1", S1, NAME2), ("neutral_woman", "m1", S1, NAME1),  # neutral both times: x=1, y=0 -> b
-    ("woman_neutral", "m2", S1, NAME1), ("neutral_woman", "m2", S1, NAME2),  # woman both times -> c
-    ("woman_neutral", "m3", S0, NAME1), ("neutral_woman", "m3", S0, NAME1),  # NAME1 both times: concordant
+    ("woman_neutral", "m1", S1, NAME2),
+    ("neutral_woman", "m1", S1, NAME1),  # neutral both times: x=1, y=0 -> b
+    ("woman_neutral", "m2", S1, NAME1),
+    ("neutral_woman", "m2", S1, NAME2),  # woman both times -> c
+    ("woman_neutral", "m3", S0, NAME1),
+    ("neutral_woman", "m3", S0, NAME1),  # NAME1 both times: concordant
     # neutral_man pair (ab = neutral_man, ba = man_neutral), all in S0
-    ("neutral_man", "n1", S0, NAME1), ("man_neutral", "n1", S0, NAME2),  # neutral both times -> c
-    ("neutral_man", "n2", S0, NAME1), ("man_neutral", "n2", S0, NAME2),  # c
-    ("neutral_man", "n3", S0, NAME1), ("man_neutral", "n3", S0, NAME2),  # c
-    ("neutral_man", "n4", S0, BAD), ("man_neutral", "n4", S0, BAD),      # both invalid
+    ("neutral_man", "n1", S0, NAME1),
+    ("man_neutral", "n1", S0, NAME2),  # neutral both times -> c
+    ("neutral_man", "n2", S0, NAME1),
+    ("man_neutral", "n2", S0, NAME2),  # c
+    ("neutral_man", "n3", S0, NAME1),
+    ("man_neutral", "n3", S0, NAME2),  # c
+    ("neutral_man", "n4", S0, BAD),
+    ("man_neutral", "n4", S0, BAD),  # both invalid
     # same-gender types
-    ("woman_woman", "w1", S0, NAME1), ("woman_woman", "w1", S0, NAME1),
+    ("woman_woman", "w1", S0, NAME1),
+    ("woman_woman", "w1", S0, NAME1),
     ("man_man", "u1", S1, NAME2),
     ("neutral_neutral", "v1", S1, "Both of them."),
-]  # fmt: skip
+]
 
 
-def _aggregate(et_levels=dm.ET_HUMAN, answers=ANSWERS) -> dict[str, float]:
+def _aggregate(et_levels=dm.ET_HUMAN, answers=ANSWERS, settings=None) -> dict[str, float]:
     items: dict[str, list] = defaultdict(list)
     for rel, key, scen, answer in answers:
         doc = {"relationship": rel, "pair_key": key, **scen}
         for k, v in dm.results_for(doc, answer, et_levels).items():
             items[k].append(v)
     assert set(items) == set(dm.metric_keys(et_levels) + dm.breakdown_keys(et_levels))  # headline + breakdowns
-    return {key: dm.aggregate(key, vals) for key, vals in items.items()}
+    return {key: dm.aggregate(key, vals, settings=settings) for key, vals in items.items()}
 
 
 @pytest.fixture(scope="module")
 def res() -> dict[str, float]:
-    dm.configure(mcnemar="exact", bootstrap_iters=1000, bootstrap_seed=1234)
-    return _aggregate()
+    return _aggregate(settings={"mcnemar": "exact", "bootstrap_iters": 1000, "bootstrap_seed": 1234})
 
 
 def test_scores_per_relationship(res):
@@ -101,15 +111,13 @@ def test_mcnemar_exact(res):
     assert res["mcnemar_p_woman_neutral"] == pytest.approx(1.0)
     # neutral_man: n1..n3 discordant the same way, n4 invalid: b = 0, c = 3 -> p = 2 * (1/2)^3 = 0.25
     assert res["mcnemar_p_neutral_man"] == pytest.approx(0.25)
-    assert dm.mcnemar_counts([dm.results_for({"relationship": r, "pair_key": k, **s}, a)["mcnemar_p_neutral_man"] for r, k, s, a in ANSWERS]) == (0, 3)
+    assert dm.mcnemar_counts(
+        [dm.results_for({"relationship": r, "pair_key": k, **s}, a)["mcnemar_p_neutral_man"] for r, k, s, a in ANSWERS]
+    ) == (0, 3)
 
 
 def test_mcnemar_chi2_setting():
-    dm.configure(mcnemar="chi2")
-    try:
-        res = _aggregate()
-    finally:
-        dm.configure(mcnemar="exact")
+    res = _aggregate(settings={"mcnemar": "chi2"})
     # neutral_man: (|0 - 3| - 1)^2 / 3 = 4/3; P[chi2_1 > 4/3] = 2 * (1 - Phi(sqrt(4/3) = 1.1547)) = 2 * 0.12411 = 0.2482
     assert res["mcnemar_p_neutral_man"] == pytest.approx(0.2482, abs=1e-4)
     # woman_man: (|0 - 2| - 1)^2 / 2 = 0.5; P[chi2_1 > 0.5] = 2 * (1 - Phi(0.7071)) = 2 * 0.23975 = 0.4795
@@ -119,7 +127,10 @@ def test_mcnemar_chi2_setting():
 def test_bootstrap_cis(res):
     # neutral_man: units n1..n3 each give ab -1 / ba +1, n4 gives nothing; every resample with a valid unit has
     # bias exactly 2 (all-n4 resamples are undefined and dropped) -> CI (2, 2).
-    assert (res["pair_bias_neutral_man_ci_lo"], res["pair_bias_neutral_man_ci_hi"]) == (pytest.approx(2.0), pytest.approx(2.0))
+    assert (res["pair_bias_neutral_man_ci_lo"], res["pair_bias_neutral_man_ci_hi"]) == (
+        pytest.approx(2.0),
+        pytest.approx(2.0),
+    )
     # woman_man: units k1 (-1, +1), k2 (-1, +1), k3 (+1, +1), k4 (-1, -). Resample biases lie in [0, 2]
     # (0 when only k3 is drawn, 2 without k3) and the point estimate 1.5 lies inside.
     lo, hi = res["pair_bias_woman_man_ci_lo"], res["pair_bias_woman_man_ci_hi"]
@@ -137,7 +148,9 @@ def test_counts(res):
 
 
 def test_gpt4_levels():
-    res = _aggregate(dm.ET_GPT4, [(r, k, {**s, "et": "other" if s["et"] == "traditional" else s["et"]}, a) for r, k, s, a in ANSWERS])
+    res = _aggregate(
+        dm.ET_GPT4, [(r, k, {**s, "et": "other" if s["et"] == "traditional" else s["et"]}, a) for r, k, s, a in ANSWERS]
+    )
     assert res["mixed_gender_bias_other"] == pytest.approx(3.5 / 3)
     assert "mixed_gender_bias_traditional" not in res
 
@@ -145,7 +158,9 @@ def test_gpt4_levels():
 def test_paper_table3_mixed_is_mean_of_pairs():
     # Eq. 2 on the paper's Table 3 row for zephyr-7b-alpha: mean(0.252, 0.300, 0.321) = 0.291
     items = []
-    for (pair, (g1, g2)), bias in zip(zip(dm.PAIRS, [("woman", "man"), ("woman", "neutral"), ("neutral", "man")]), (0.252, 0.300, 0.321)):
+    for (pair, _genders), bias in zip(
+        zip(dm.PAIRS, [("woman", "man"), ("woman", "neutral"), ("neutral", "man")]), (0.252, 0.300, 0.321)
+    ):
         # one ab doc scoring 0 is impossible (scores are +-1), so build means from two docs per side:
         # ab: (-1, +1) -> 0; ba: scores whose mean is `bias` need many docs -> use 1000 docs with the right share.
         n_pos = round((bias + 1) / 2 * 1000)
@@ -162,9 +177,14 @@ def test_mc_choice_and_ties():
 
 def test_name_probe_majority():
     items = [
-        ("Emma", "woman", "female"), ("Emma", "woman", "female"), ("Emma", "woman", "male"), ("Emma", "woman", None),
-        ("Mila", "woman", "male"), ("Mila", "woman", "female"), ("Mila", "woman", None),  # 1-1 tie -> no majority
-    ]  # fmt: skip
+        ("Emma", "woman", "female"),
+        ("Emma", "woman", "female"),
+        ("Emma", "woman", "male"),
+        ("Emma", "woman", None),
+        ("Mila", "woman", "male"),
+        ("Mila", "woman", "female"),
+        ("Mila", "woman", None),  # 1-1 tie -> no majority
+    ]
     assert dm.majority_votes(items) == {"Emma": "female", "Mila": None}
     assert dm.agg_names_share(items) == pytest.approx(0.5)  # Emma right, Mila no majority (counts as wrong)
     assert dm.agg_names_no_majority(items) == 1
@@ -220,9 +240,15 @@ def test_eq2_opposite_signs_do_not_cancel():
     for rel in dm.REL_TYPES:
         g1, g2 = rel.split("_")
         if g1 != g2:  # 4 name pairs per type; the preferred person is chosen whichever slot it is in
-            answers += [(rel, f"{min(g1, g2)}{max(g1, g2)}{i}", S1, NAME1 if rank[g1] < rank[g2] else NAME2) for i in range(4)]
+            answers += [
+                (rel, f"{min(g1, g2)}{max(g1, g2)}{i}", S1, NAME1 if rank[g1] < rank[g2] else NAME2) for i in range(4)
+            ]
     res = _aggregate(answers=answers)
-    assert (res["pair_bias_woman_man"], res["pair_bias_woman_neutral"], res["pair_bias_neutral_man"]) == (2.0, -2.0, 2.0)
+    assert (res["pair_bias_woman_man"], res["pair_bias_woman_neutral"], res["pair_bias_neutral_man"]) == (
+        2.0,
+        -2.0,
+        2.0,
+    )
     assert res["mixed_gender_bias"] == 2.0 and res["mixed_gender_bias_topic_money"] == 2.0
     assert (res["mixed_gender_bias_ci_lo"], res["mixed_gender_bias_ci_hi"]) == (2.0, 2.0)
     assert (res["pair_bias_woman_neutral_ci_lo"], res["pair_bias_woman_neutral_ci_hi"]) == (-2.0, -2.0)
@@ -255,13 +281,10 @@ def test_null_of_eq2_matches_its_exact_distribution():
     exact = [v for v in _null_by_enumeration(items) if not math.isnan(v)]
     observed = dm.agg_mixed_gender_bias(items)
     floor, p = sum(exact) / len(exact), sum(v >= observed - 1e-12 for v in exact) / len(exact)
-    dm.configure(permutation_iters=19999, permutation_seed=3)
-    try:
-        assert dm.agg_floor(items) == pytest.approx(floor, abs=0.01)
-        assert dm.agg_perm_p(items) == pytest.approx(p, abs=0.01)
-        assert dm.agg_excess(items) == pytest.approx(observed - dm.agg_floor(items))
-    finally:
-        dm.configure(permutation_iters=stats.PERMUTATION_ITERS, permutation_seed=stats.PERMUTATION_SEED)
+    settings = {"permutation_iters": 19999, "permutation_seed": 3}
+    assert dm.agg_floor(items, settings) == pytest.approx(floor, abs=0.01)
+    assert dm.agg_perm_p(items, settings) == pytest.approx(p, abs=0.01)
+    assert dm.agg_excess(items, settings) == pytest.approx(observed - dm.agg_floor(items, settings))
     assert observed == pytest.approx(3.5 / 3) and 0 < p < 1 and 0 < floor < observed
 
 
@@ -293,19 +316,19 @@ def test_no_gender_effect_gives_uniform_p_and_no_excess():
     floor averages 0, while Eq. 2 itself averages well above 0. The test is valid, slightly conservative: Eq. 2 takes
     few distinct values and a null draw equal to it counts as at least as large (seen: mean p 0.55, 3% <= 0.05)."""
     pvalues, excess, eq2 = [], [], []
-    dm.configure(permutation_iters=499)
-    try:
-        for seed in range(200):
-            rng = np.random.default_rng(seed)
-            answers = [(rel, f"{sorted(rel.split('_'))}{i}", S0, NAME1 if rng.random() < 0.7 else NAME2)
-                       for rel in dm.REL_TYPES if len(set(rel.split("_"))) == 2 for i in range(60)]  # fmt: skip
-            items = _items(answers)
-            dm.configure(permutation_seed=seed)
-            pvalues.append(dm.agg_perm_p(items))
-            excess.append(dm.agg_excess(items))
-            eq2.append(dm.agg_mixed_gender_bias(items))
-    finally:
-        dm.configure(permutation_iters=stats.PERMUTATION_ITERS, permutation_seed=stats.PERMUTATION_SEED)
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        mixed = [rel for rel in dm.REL_TYPES if len(set(rel.split("_"))) == 2]
+        answers = [
+            (rel, f"{sorted(rel.split('_'))}{i}", S0, NAME1 if rng.random() < 0.7 else NAME2)
+            for rel in mixed
+            for i in range(60)
+        ]
+        items = _items(answers)
+        settings = {"permutation_iters": 499, "permutation_seed": seed}
+        pvalues.append(dm.agg_perm_p(items, settings))
+        excess.append(dm.agg_excess(items, settings))
+        eq2.append(dm.agg_mixed_gender_bias(items))
     pvalues, excess = np.array(pvalues), np.array(excess)
     assert np.mean(eq2) > 0.05 and np.mean(np.array(eq2) > 0) > 0.95  # a mean of absolute values: above 0 for noise
     assert 0.45 < pvalues.mean() < 0.62  # uniform: 0.5 (sd of the mean 0.02), a little above for a discrete statistic
@@ -325,8 +348,9 @@ def test_always_first_option_model_is_not_interpretable():
     exactly 0 at their floor (p = 1), and every bias number is marked not interpretable, saying why."""
     from bias_harness.plugins.validity import DEFAULT_THRESHOLDS, verdict
 
-    answers = [(rel, f"{sorted(rel.split('_'))}{i}", S0 if i % 2 else S1, NAME1)
-               for rel in dm.REL_TYPES for i in range(20)]  # fmt: skip
+    answers = [
+        (rel, f"{sorted(rel.split('_'))}{i}", S0 if i % 2 else S1, NAME1) for rel in dm.REL_TYPES for i in range(20)
+    ]
     res = _aggregate(answers=answers)
     assert (res["first_option_rate"], res["order_consistency"]) == (1.0, 0.0)
     assert [res[f"mixed_gender_bias{s}"] for s in ("", "_floor", "_perm_p")] == [0.0, 0.0, 1.0]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
-import bias_harness
 from bias_harness.datasets_src.demet.builder import NAMES
 from bias_harness.plugins.demet import metrics as dm
 from bias_harness.plugins.demet.dialogue import ReaskDialogue
 from bias_harness.plugins.multiturn.dialogues import DialogueError
+
+import bias_harness
 from tests.helpers import scripted_lm
 
 lm_eval = pytest.importorskip("lm_eval")
@@ -60,8 +60,16 @@ def _metrics(res: dict) -> dict:
 
 
 def _run(lm, **kw):
-    return lm_eval.simple_evaluate(model=lm, tasks=["demet_reask"], limit=261, bootstrap_iters=0, log_samples=True,
-                                   task_manager=bias_harness.task_manager(include_defaults=False, metadata={**BREAKDOWN, **kw.pop("metadata", {})}, **kw))  # fmt: skip
+    return lm_eval.simple_evaluate(
+        model=lm,
+        tasks=["demet_reask"],
+        limit=261,
+        bootstrap_iters=0,
+        log_samples=True,
+        task_manager=bias_harness.task_manager(
+            include_defaults=False, metadata={**BREAKDOWN, **kw.pop("metadata", {})}, **kw
+        ),
+    )
 
 
 def test_reask_afresh_batched_shares_per_attempt(tmp_path):
@@ -79,7 +87,11 @@ def test_reask_afresh_batched_shares_per_attempt(tmp_path):
     assert (m["pair_bias_woman_man"], m["pair_bias_woman_neutral"], m["pair_bias_neutral_man"]) == (2.0, -2.0, 2.0)
     assert m["mixed_gender_bias"] == 2.0
     # afresh: each attempt is one user turn, exactly the wording of the single-wording task
-    sample = next(s for s in res["samples"]["demet_reask"] if s["doc"]["relationship"] == "neutral_neutral" and s["doc"]["topic"] == "money")
+    sample = next(
+        s
+        for s in res["samples"]["demet_reask"]
+        if s["doc"]["relationship"] == "neutral_neutral" and s["doc"]["topic"] == "money"
+    )
     out = json.loads(sample["resps"][0][0])
     assert [a["wording"] for a in out["attempts"]] == ["inline", "response_form", "answer_is", "million", "survey"]
     assert out["answered_at"] == 5 and out["attempts"][-1]["rule"] == "verdict_first" and out["choice"] == "NAME1"
@@ -97,9 +109,14 @@ def test_reask_afresh_batched_shares_per_attempt(tmp_path):
     tracker.save_results_aggregated(results=res, samples=res["samples"])
     tracker.save_results_samples(task_name="demet_reask", samples=res["samples"]["demet_reask"])
     text = write_report([tmp_path / "run"], tmp_path / "report").read_text()
-    for row in ("| 1: inline | 261 | 174 | 0.667 | 174 (0.667) |", "| 2: response_form | 87 | 29 | 0.333 | 203 (0.778) |",
-                "| 3: answer_is | 58 | 29 | 0.500 | 232 (0.889) |", "| 4: million | 29 | 0 | 0.000 | 232 (0.889) |",
-                "| 5: survey | 29 | 5 | 0.172 | 237 (0.908) |", "| verdict_first | 5 | valid |"):
+    for row in (
+        "| 1: inline | 261 | 174 | 0.667 | 174 (0.667) |",
+        "| 2: response_form | 87 | 29 | 0.333 | 203 (0.778) |",
+        "| 3: answer_is | 58 | 29 | 0.500 | 232 (0.889) |",
+        "| 4: million | 29 | 0 | 0.000 | 232 (0.889) |",
+        "| 5: survey | 29 | 5 | 0.172 | 237 (0.908) |",
+        "| verdict_first | 5 | valid |",
+    ):
         assert row in text, row
     assert "Invalid answers (not counted in any mean): **0.092** (24 invalid, 237 valid)" in text
 
@@ -111,29 +128,35 @@ def test_reask_same_dialogue_from_metadata():
     assert lm.calls == [("generate_until", n) for n in (261, 87, 58, 29, 29)]
     assert m["answered_at_5"] == pytest.approx(5 / 261)
     survey = [p for p in lm.prompts if "telephone survey" in p]
-    assert len(survey) == 29 and all(p.count("User: ") == 5 and p.count("I cannot choose between them.") == 4 for p in survey)
+    assert len(survey) == 29 and all(
+        p.count("User: ") == 5 and p.count("I cannot choose between them.") == 4 for p in survey
+    )
 
 
-def test_reask_config_errors_and_yaml_metrics():
+def test_reask_config_errors():
     doc = {"scenario": "S.", "question": "Q", "name1": "Emma", "name2": "Noah"}
     with pytest.raises(DialogueError, match="wordings"):
         ReaskDialogue(doc, wordings=["inline", "shouting"])
     with pytest.raises(DialogueError, match="mode"):
         ReaskDialogue(doc, mode="sometimes")
-    import yaml
-
-    spec = yaml.load(open(bias_harness.tasks_dir() + "/demet/demet_reask.yaml"), Loader=yaml.BaseLoader)
-    assert [x["metric"] for x in spec["metric_list"]] == dm.reask_metric_keys()
 
 
 def test_reask_tiny_random_model_with_chat_template(tiny_causal_lm):
     """The user's path with a real `hf` model and its chat template: every logged sample's attempts agree with its
     choice and with the answered_at_<k> / invalid_rate metrics (recomputed here from the logged JSON)."""
     res = lm_eval.simple_evaluate(
-        model="hf", model_args=f"pretrained={tiny_causal_lm},dtype=float32", tasks=["demet_reask"], limit=9,
-        task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN), bootstrap_iters=0, log_samples=True,
-        gen_kwargs="max_gen_toks=4", batch_size=9, device="cpu", apply_chat_template=True,
-    )  # fmt: skip
+        model="hf",
+        model_args=f"pretrained={tiny_causal_lm},dtype=float32",
+        tasks=["demet_reask"],
+        limit=9,
+        task_manager=bias_harness.task_manager(include_defaults=False, metadata=BREAKDOWN),
+        bootstrap_iters=0,
+        log_samples=True,
+        gen_kwargs="max_gen_toks=4",
+        batch_size=9,
+        device="cpu",
+        apply_chat_template=True,
+    )
     m = _metrics(res)
     outs = [json.loads(s["resps"][0][0]) for s in res["samples"]["demet_reask"]]
     assert len(outs) == 9

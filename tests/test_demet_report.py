@@ -6,9 +6,9 @@ import math
 import re
 
 import pytest
+from bias_harness.datasets_src.demet.builder import NAMES
 
 import bias_harness
-from bias_harness.datasets_src.demet.builder import NAMES
 from bias_harness.report import write_report
 from tests.helpers import scripted_lm
 
@@ -26,15 +26,22 @@ def test_report_tables_and_plots(tmp_path):
         # woman > neutral > man, else NAME1 (see test_demet_e2e): all pair biases 2
         names = [line[3:].rstrip(".") for line in ctx.splitlines() if line[:3] in ("1. ", "2. ")]
         rank = {"woman": 0, "neutral": 1, "man": 2}
-        if LIST_OF[names[0]] == LIST_OF[names[1]] == "woman":  # a verdict followed by hedging (valid, rule verdict_first)
+        if (
+            LIST_OF[names[0]] == LIST_OF[names[1]] == "woman"
+        ):  # a verdict followed by hedging (valid, rule verdict_first)
             return f"1. {names[0]}. Both have valid concerns, though."
         return "1" if rank[LIST_OF[names[0]]] <= rank[LIST_OF[names[1]]] else "2"
 
     tracker = EvaluationTracker(output_path=str(tmp_path / "run"))
     res = lm_eval.simple_evaluate(
-        model=scripted_lm(answer), tasks=["demet", "demet_names"], limit=261, log_samples=True, bootstrap_iters=0,
-        task_manager=bias_harness.task_manager(include_defaults=False), evaluation_tracker=tracker,
-    )  # fmt: skip
+        model=scripted_lm(answer),
+        tasks=["demet", "demet_names"],
+        limit=261,
+        log_samples=True,
+        bootstrap_iters=0,
+        task_manager=bias_harness.task_manager(include_defaults=False),
+        evaluation_tracker=tracker,
+    )
     tracker.save_results_aggregated(results=res, samples=res["samples"])
     for task in ("demet", "demet_names"):
         tracker.save_results_samples(task_name=task, samples=res["samples"][task])
@@ -47,14 +54,18 @@ def test_report_tables_and_plots(tmp_path):
     assert "| B(neutral, man) | 2.000 | [2.000, 2.000] | 3.7e-09 | favours gender-neutral names over men |" in text
     # Eq. 2 against its floor: 29 matched pairs per type; under the sign flips each |B| = 2 |S| / 29 with S a sum of 29
     # random signs, E|S| = 29 C(28, 14) / 2^28, so the floor is 2 C(28, 14) / 2^28 = 0.299; no draw reaches 2
-    eq2 = re.search(r"\| \*\*2\.000\*\* \| \[2\.000, 2\.000\] \| ([\d.]+) \| ([\d.]+) \| 0\.0001 \| interpretable",
-                    text)  # fmt: skip
+    eq2 = re.search(
+        r"\| \*\*2\.000\*\* \| \[2\.000, 2\.000\] \| ([\d.]+) \| ([\d.]+) \| 0\.0001 \| interpretable", text
+    )
     assert eq2 and float(eq2.group(1)) == pytest.approx(2 * math.comb(28, 14) / 2**28, abs=0.005)
     assert float(eq2.group(2)) == pytest.approx(2 - float(eq2.group(1)), abs=0.0011)
     assert "order consistency **1.000** over 87 mixed-gender matched pairs" in text and "chosen in **0.667**" in text
     # same-gender: NAME1 always -> -1; 29 answers per type; bootstrap CI of a constant is the constant
     assert "| woman-woman | -1.000 | [-1.000, -1.000] | 29 |" in text
-    assert "| woman-man | -1.000 | [-1.000, -1.000] | 29 |" in text and "| man-woman | 1.000 | [1.000, 1.000] | 29 |" in text
+    assert (
+        "| woman-man | -1.000 | [-1.000, -1.000] | 29 |" in text
+        and "| man-woman | 1.000 | [1.000, 1.000] | 29 |" in text
+    )
     # by scenario type / topic, with McNemar from the samples: 16 traditional, 13 egalitarian, 5 money scenarios and
     # 1 general-household scenario, each a matched pair per pair type discordant the same way: p = 2 / 2^n
     assert "| traditional | 2.000 | 3.1e-05 | 2.000 | 3.1e-05 | 2.000 | 3.1e-05 | 2.000 |" in text
@@ -65,8 +76,10 @@ def test_report_tables_and_plots(tmp_path):
     row = r"\|(?: [^|]+ \|){9} ([\d.e-]+) \|"  # the topic's 10th cell: Eq. 2's permutation p
     perm_p = {t: float(re.search(rf"\| {t} {row}", text).group(1)) for t in ("cooking", "friends", "childcare")}
     assert perm_p == pytest.approx({"cooking": 1 / 8, "friends": 1 / 64, "childcare": 1 / 512}, abs=0.006)
-    assert "| general household | 2.000 | 1.0000 | 2.000 | 1.0000 | 2.000 | 1.0000 | 2.000 | 2.000 | 0.000 | 1.0000 |" \
+    assert (
+        "| general household | 2.000 | 1.0000 | 2.000 | 1.0000 | 2.000 | 1.0000 | 2.000 | 2.000 | 0.000 | 1.0000 |"
         in text
+    )
     # the paper's Fig. 2: scores per relationship type by scenario type (n = scenarios of that type in slot 0)
     assert "| woman-man | -1.000 (13) | -1.000 (16) |" in text and "| man-neutral | 1.000 (13) | 1.000 (16) |" in text
     assert "| signed mean of the pair biases (not Eq. 2: opposite signs cancel) | 2.000 | | | |" in text
@@ -82,8 +95,9 @@ def test_report_tables_and_plots(tmp_path):
         assert (tmp_path / "report" / png).stat().st_size > 1000 and f"]({png})" in text
     # the comparison figure: Eq. 2 with the task's CI (2.000 [2.000, 2.000] above) and its noise floor; demet_names has
     # no pair bias
-    from bias_harness.report import Point, load_run
     from bias_harness.plugins.demet.report import points
+
+    from bias_harness.report import Point, load_run
 
     assert (tmp_path / "report" / "demet_comparison.png").stat().st_size > 1000 and "](demet_comparison.png)" in text
     pts = points(load_run(tmp_path / "run"))

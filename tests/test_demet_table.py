@@ -7,10 +7,9 @@ import math
 from pathlib import Path
 
 import pytest
-import yaml
+from bias_harness.plugins.demet import metrics as dm
 
 import bias_harness
-from bias_harness.plugins.demet import metrics as dm
 from tests.helpers import scripted_lm
 
 lm_eval = pytest.importorskip("lm_eval")
@@ -19,16 +18,25 @@ TASKS = ["demet", "demet_mc", "demet_reask"]  # a parsed choice, two log-likelih
 
 def _lm():
     """Deterministic answers of every kind: NAME1, NAME2, a refusal (invalid); log-likelihoods with ties (invalid)."""
-    return scripted_lm(lambda ctx: ["1", "2", "Both are right."][len(ctx) % 3],
-                       loglik=lambda ctx, cont: -float((len(ctx) * (3 if cont.strip() == "1" else 7)) % 5))  # fmt: skip
+    return scripted_lm(
+        lambda ctx: ["1", "2", "Both are right."][len(ctx) % 3],
+        loglik=lambda ctx, cont: -float((len(ctx) * (3 if cont.strip() == "1" else 7)) % 5),
+    )
 
 
 def _run(folder: Path, metadata: dict) -> dict:
     from lm_eval.loggers import EvaluationTracker
 
     tracker = EvaluationTracker(output_path=str(folder))
-    res = lm_eval.simple_evaluate(model=_lm(), tasks=TASKS, limit=261, log_samples=True, bootstrap_iters=0, evaluation_tracker=tracker,
-                                  task_manager=bias_harness.task_manager(include_defaults=False, metadata=metadata))  # fmt: skip
+    res = lm_eval.simple_evaluate(
+        model=_lm(),
+        tasks=TASKS,
+        limit=261,
+        log_samples=True,
+        bootstrap_iters=0,
+        evaluation_tracker=tracker,
+        task_manager=bias_harness.task_manager(include_defaults=False, metadata=metadata),
+    )
     tracker.save_results_aggregated(results=res, samples=res["samples"])
     for task in TASKS:
         tracker.save_results_samples(task_name=task, samples=res["samples"][task])
@@ -47,10 +55,11 @@ def _same(a: float, b: float) -> bool:
 def runs(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("demet_table")
     meta = {"mcnemar": "chi2"}  # the report must use the run's McNemar variant for what it recomputes
-    try:
-        return {"plain": _run(root / "plain", meta), "breakdown": _run(root / "breakdown", {**meta, "breakdown": True}), "root": root}
-    finally:
-        dm.configure(mcnemar="exact")
+    return {
+        "plain": _run(root / "plain", meta),
+        "breakdown": _run(root / "breakdown", {**meta, "breakdown": True}),
+        "root": root,
+    }
 
 
 def _table_rows(table: str) -> dict[str, int]:
@@ -81,6 +90,7 @@ def test_headline_table_has_13_rows(runs):
 
 def test_breakdowns_with_the_switch_equal_the_report_without_it(runs):
     from bias_harness.plugins.demet.report import breakdowns
+
     from bias_harness.report import load_run
 
     plain = load_run(runs["root"] / "plain")
@@ -104,20 +114,34 @@ def test_report_is_the_same_without_the_switch(runs):
     texts = {}
     for name in ("plain", "breakdown"):
         text = write_report([runs["root"] / name], runs["root"] / f"report_{name}").read_text()
-        texts[name] = text[text.index("## DeMET"):].split("\n## ")[0]
+        texts[name] = text[text.index("## DeMET") :].split("\n## ")[0]
     assert "By topic" in texts["plain"] and "| woman-woman |" in texts["plain"]
     assert texts["plain"] == texts["breakdown"]
 
 
-def test_yaml_breakdown_lists_and_one_aggregation_per_kind():
-    """``metadata.breakdown_metrics`` lists the plugin's breakdown keys; every metric names its kind's aggregation."""
+def test_breakdown_tables_and_one_aggregation_per_kind():
+    """Each DeMET task's breakdown table (``metadata.breakdowns``) gives the plugin's breakdown keys for its scenario
+    types; every metric, headline or breakdown, has its kind's aggregation."""
+    from bias_harness.plugins.breakdown import breakdown_entries
+    from lm_eval.tasks._yaml_loader import load_yaml
+
     tasks = Path(bias_harness.tasks_dir()) / "demet"
-    spec = {f: yaml.load(open(tasks / f), Loader=yaml.BaseLoader) for f in ("_demet_yaml", "demet_gpt4.yaml", "demet_reask.yaml")}
-    want = {"_demet_yaml": dm.breakdown_keys(dm.ET_HUMAN), "demet_gpt4.yaml": dm.breakdown_keys(dm.ET_GPT4), "demet_reask.yaml": dm.reask_breakdown_keys()}
-    names = yaml.load(open(tasks / "demet_names.yaml"), Loader=yaml.BaseLoader)["metric_list"]
-    assert [m["metric"] for m in names] == dm.names_metric_keys()
-    for f, s in {**spec, "demet_names.yaml": {"metric_list": names, "metadata": {"breakdown_metrics": []}}}.items():
-        assert f == "demet_names.yaml" or [m["metric"] for m in s["metadata"]["breakdown_metrics"]] == want[f]
-        for m in s["metric_list"] + s["metadata"]["breakdown_metrics"]:
+    want = {
+        "demet.yaml": dm.breakdown_keys(dm.ET_HUMAN),
+        "demet_mc.yaml": dm.breakdown_keys(dm.ET_HUMAN),
+        "demet_gpt4.yaml": dm.breakdown_keys(dm.ET_GPT4),
+        "demet_reask.yaml": dm.reask_breakdown_keys(),
+        "demet_names.yaml": [],
+    }
+    for f, keys in want.items():
+        cfg = load_yaml(tasks / f)
+        table = breakdown_entries(cfg)
+        assert [m["metric"] for m in table] == keys, f
+        headline = dm.names_metric_keys() if f == "demet_names.yaml" else dm.metric_keys()
+        assert [m["metric"] for m in cfg["metric_list"]] == headline
+        for m in cfg["metric_list"] + table:
             fn = dm.aggregation(m["metric"])
-            assert m["aggregation"] == ("mean" if fn.__module__.startswith("lm_eval") else f"bias_harness.plugins.demet.metrics.{fn.__name__}")
+            assert m["aggregation"] is fn or m["aggregation"] == "mean" and fn.__module__.startswith("lm_eval"), (f, m)
+            if f != "demet_names.yaml":  # better higher: the p-values, valid answers, order consistency
+                better_higher = m["metric"] in ("n_valid", "order_consistency") or "_p" in m["metric"]
+                assert m["higher_is_better"] == better_higher, m

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-import bias_harness
 from bias_harness.plugins import validity
 from bias_harness.plugins.demet import metrics as dm
+
+import bias_harness
 from tests.helpers import scripted_lm
 
 lm_eval = pytest.importorskip("lm_eval")
@@ -20,8 +20,13 @@ BIN = Path(sys.executable).parent
 
 
 def _results(lm, task: str, limit: int) -> dict:
-    res = lm_eval.simple_evaluate(model=lm, tasks=[task], limit=limit, bootstrap_iters=0,
-                                  task_manager=bias_harness.task_manager(include_defaults=False))  # fmt: skip
+    res = lm_eval.simple_evaluate(
+        model=lm,
+        tasks=[task],
+        limit=limit,
+        bootstrap_iters=0,
+        task_manager=bias_harness.task_manager(include_defaults=False),
+    )
     return res["results"][task]  # lm-eval's keys, "metric,choice"
 
 
@@ -61,18 +66,31 @@ def test_thresholds_decide_and_can_be_overridden(always_one):
 
 def test_verdict_on_hand_made_results():
     th = validity.DEFAULT_THRESHOLDS
-    good = {"n_valid": 5219, "invalid_rate": 0.0, "first_option_rate": 0.81, "order_consistency": 0.13,
-            "mixed_gender_bias": 0.066, "mixed_gender_bias_floor": 0.024, "mixed_gender_bias_perm_p": 0.0003,
-            "pair_bias_woman_man": 0.02}  # fmt: skip
+    good = {
+        "n_valid": 5219,
+        "invalid_rate": 0.0,
+        "first_option_rate": 0.81,
+        "order_consistency": 0.13,
+        "mixed_gender_bias": 0.066,
+        "mixed_gender_bias_floor": 0.024,
+        "mixed_gender_bias_perm_p": 0.0003,
+        "pair_bias_woman_man": 0.02,
+    }
     assert validity.verdict("demet_mc", "mixed_gender_bias", good, th).interpretable
     noise = {**good, "mixed_gender_bias": 0.103, "mixed_gender_bias_floor": 0.080, "mixed_gender_bias_perm_p": 0.345}
     assert validity.verdict("demet_mc", "mixed_gender_bias", noise, th).reasons == (
-        "Eq. 2 0.103 is not above its noise floor 0.080 (permutation p 0.345 > 0.05)",)
+        "Eq. 2 0.103 is not above its noise floor 0.080 (permutation p 0.345 > 0.05)",
+    )
     assert validity.verdict("demet_mc", "pair_bias_woman_man", noise, th).interpretable  # its CI decides its direction
     # SmolLM2 on `demet` after the echo rule: 36 valid answers of 5,220, all the first option, no complete pair
     nan = float("nan")
-    echo = {"n_valid": 36, "invalid_rate": 0.9931, "first_option_rate": 1.0, "order_consistency": nan,
-            "mixed_gender_bias": nan}
+    echo = {
+        "n_valid": 36,
+        "invalid_rate": 0.9931,
+        "first_option_rate": 1.0,
+        "order_consistency": nan,
+        "mixed_gender_bias": nan,
+    }
     reasons = validity.verdict("demet", "mixed_gender_bias", echo, th).reasons
     assert [r.split(" ")[0] for r in reasons] == ["99.3%", "100.0%", "no", "mixed_gender_bias"]
     # a run made before the diagnostics existed is not read as bias
@@ -80,8 +98,12 @@ def test_verdict_on_hand_made_results():
     reasons = validity.verdict("demet_mc", "mixed_gender_bias", old, th).reasons
     assert [r.split(" ")[1] for r in reasons] == ["first_option_rate", "mixed_gender_bias_perm_p"]
     # the per-topic Eq. 2 reads its own p-value
-    topic = {**good, "mixed_gender_bias_topic_money": 0.08, "mixed_gender_bias_topic_money_floor": 0.047,
-             "mixed_gender_bias_topic_money_perm_p": 0.103}  # fmt: skip
+    topic = {
+        **good,
+        "mixed_gender_bias_topic_money": 0.08,
+        "mixed_gender_bias_topic_money_floor": 0.047,
+        "mixed_gender_bias_topic_money_perm_p": 0.103,
+    }
     assert "permutation p 0.103" in validity.verdict("demet_mc", "mixed_gender_bias_topic_money", topic, th).text()
     # name probe: answer checks only
     names = {"n_valid": 67, "invalid_rate": 0.553, "male_share_neutral": 1.0}
@@ -91,6 +113,7 @@ def test_verdict_on_hand_made_results():
 
 def test_directions_of_the_pair_biases():
     res = {"n_valid": 500, "invalid_rate": 0.0, "first_option_rate": 0.5, "order_consistency": 0.6}
+
     def bias(name: str, value: float, lo: float, hi: float) -> dict:
         return {**res, name: value, f"{name}_ci_lo": lo, f"{name}_ci_hi": hi}
 
@@ -115,9 +138,29 @@ def test_cli_prints_eq2_floor_p_and_the_report_gives_the_verdict(tiny_causal_lm,
     diagnostics in lm-eval's table; `bias-harness report` shows them with the verdict."""
     out = tmp_path / "out"
     model = f"pretrained={tiny_causal_lm},dtype=float32"
-    table = _run([BIN / "bias-harness", "eval", "run", "--model", "hf", "--model_args", model, "--tasks", "demet_mc",
-                  "--limit", "261", "--batch_size", "64", "--device", "cpu", "--output_path", out, "--log_samples"],
-                 tmp_path)  # fmt: skip
+    table = _run(
+        [
+            BIN / "bias-harness",
+            "eval",
+            "run",
+            "--model",
+            "hf",
+            "--model_args",
+            model,
+            "--tasks",
+            "demet_mc",
+            "--limit",
+            "261",
+            "--batch_size",
+            "64",
+            "--device",
+            "cpu",
+            "--output_path",
+            out,
+            "--log_samples",
+        ],
+        tmp_path,
+    )
     rows = {line.split("|")[5].strip() for line in table.splitlines() if line.count("|") > 8}
     assert set(dm.metric_keys()) <= rows and len(rows & set(dm.metric_keys() + dm.breakdown_keys())) == 13
     _run([BIN / "bias-harness", "report", out, "--out", tmp_path / "report"], tmp_path)

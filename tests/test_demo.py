@@ -54,13 +54,23 @@ def test_demo_demet_pairs_are_complete() -> None:
 @pytest.mark.slow
 def test_demo_script_end_to_end(tmp_path: Path) -> None:
     """The real script (hf backend, setup skipped) on 1-6 documents per task: every work gets its report section."""
-    tiny = {"demet_mc": list(range(18)), "stereoset_en_combined": [0, 1], "stereoset_de_combined": [0, 1],
-            "contact_mini_gen": [0, 1, 2], "stop": DEMO["stop"][:2], "multiagent_test_nointeraction": [0]}
+    tiny = {
+        "demet_mc": list(range(18)),
+        "stereoset_en_combined": [0, 1],
+        "stereoset_de_combined": [0, 1],
+        "contact_mini_gen": [0, 1, 2],
+        "stop": DEMO["stop"][:2],
+        "multiagent_test_nointeraction": [0],
+    }
     samples = tmp_path / "tiny.json"
     samples.write_text(json.dumps(tiny), encoding="utf-8")
     env = {**os.environ, "SETUP": "0", "BACKEND": "hf", "OUT": str(tmp_path / "out"), "SAMPLES": str(samples)}
-    env.setdefault("BIAS_HARNESS_RAW_DIR", os.environ.get("BIAS_HARNESS_TEST_RAW_DIR", str(ROOT.parent / "shared" / "data")))
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "demo.sh")], env=env, cwd=tmp_path, capture_output=True, text=True)
+    env.setdefault(
+        "BIAS_HARNESS_RAW_DIR", os.environ.get("BIAS_HARNESS_TEST_RAW_DIR", str(ROOT.parent / "shared" / "data"))
+    )
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "demo.sh")], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "backend hf" in done.stdout
     text = (tmp_path / "out" / "report" / "README.md").read_text(encoding="utf-8")

@@ -9,6 +9,8 @@
   ``bias_harness.commands``; the shared modules (mitigation pipeline, report framework, multi-turn engine, ...)
   name no work's module; no import cycle among the bias_harness modules (checked on the source: every
   ``import`` statement, also those inside functions).
+* every metric is declared once: a task's headline ``metric_list`` in one YAML file of its include chain, its
+  breakdowns in the work's Python table that ``metadata.breakdowns`` names.
 
 See docs/adding_a_work.md.
 """
@@ -45,8 +47,12 @@ def _folders(root: Path) -> set[str]:
 
 
 # the most specific first: in a wheel, plugins/ etc. are folders inside bias_harness/
-ROOTS = ((PLUGINS, "bias_harness.plugins"), (DATASETS, "bias_harness.datasets_src"),
-         (MITIGATION, "bias_harness.mitigation"), (CORE, "bias_harness"))
+ROOTS = (
+    (PLUGINS, "bias_harness.plugins"),
+    (DATASETS, "bias_harness.datasets_src"),
+    (MITIGATION, "bias_harness.mitigation"),
+    (CORE, "bias_harness"),
+)
 
 
 def _module_name(path: Path) -> str:
@@ -130,7 +136,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         state[node] = 2
@@ -175,16 +181,22 @@ def test_work_has_its_dataset_builder(work):
 
 
 def test_every_task_folder_is_a_work():
-    assert _folders(TASKS) <= set(WORKS), f"folders under tasks/ that are no work: {sorted(_folders(TASKS) - set(WORKS))}"
+    assert _folders(TASKS) <= set(WORKS), (
+        f"folders under tasks/ that are no work: {sorted(_folders(TASKS) - set(WORKS))}"
+    )
 
 
 def test_every_dataset_folder_is_a_work():
-    assert _folders(DATASETS) <= set(WORKS), f"folders under datasets_src/ that are no work: {sorted(_folders(DATASETS) - set(WORKS))}"
+    assert _folders(DATASETS) <= set(WORKS), (
+        f"folders under datasets_src/ that are no work: {sorted(_folders(DATASETS) - set(WORKS))}"
+    )
 
 
 def test_every_plugin_package_is_a_work_or_shared():
     extra = _folders(PLUGINS) - set(WORKS) - SHARED_PLUGIN_PACKAGES
-    assert not extra, f"packages under plugins/ that are neither a work (no report.py) nor shared mechanics: {sorted(extra)}"
+    assert not extra, (
+        f"packages under plugins/ that are neither a work (no report.py) nor shared mechanics: {sorted(extra)}"
+    )
 
 
 # ---------------------------------------------------------------- dependencies point one way
@@ -201,8 +213,11 @@ def test_work_uses_no_other_work(work):
     bad = []
     own = [p for root in (PLUGINS / work, DATASETS / work) for p in _sources(root)] + [MITIGATION / f"{work}.py"]
     for path in (p for p in own if p.is_file()):
-        bad += [f"{path.relative_to(path.parents[2] if path.parent.name == work else path.parents[1])}: {name}"
-                for name in sorted(imports(path)) if _work_of(name) not in (None, work)]
+        bad += [
+            f"{path.relative_to(path.parents[2] if path.parent.name == work else path.parents[1])}: {name}"
+            for name in sorted(imports(path))
+            if _work_of(name) not in (None, work)
+        ]
     assert not bad, "a work's package may use the shared mechanics, never another work's package:\n" + "\n".join(bad)
 
 
@@ -211,7 +226,9 @@ def test_task_yamls_name_no_other_work():
     for work in WORKS:
         for path in sorted((TASKS / work).iterdir()):
             if path.is_file():
-                names = re.findall(r"bias_harness\.(?:plugins|datasets_src)\.[A-Za-z0-9_.]+", path.read_text(encoding="utf-8"))
+                names = re.findall(
+                    r"bias_harness\.(?:plugins|datasets_src)\.[A-Za-z0-9_.]+", path.read_text(encoding="utf-8")
+                )
                 bad += [f"tasks/{work}/{path.name}: {n}" for n in names if _work_of(n) not in (None, work)]
     assert not bad, "\n".join(bad)
 
@@ -244,21 +261,39 @@ MODULES = _all_modules()
 
 # The shared modules the works plug into (each must exist, so that a rename does not empty the check below).
 SHARED = (
-    "bias_harness.mitigation.recipes", "bias_harness.mitigation.recipe", "bias_harness.mitigation.training_data",
-    "bias_harness.mitigation.config", "bias_harness.mitigation.evaluate", "bias_harness.mitigation.pipeline",
-    "bias_harness.mitigation.train", "bias_harness.mitigation.model_card", "bias_harness.runs",
-    "bias_harness.report", "bias_harness.report.sections", "bias_harness.report.plots", "bias_harness.report.summary",
-    "bias_harness.report.page", "bias_harness.report.verdicts", "bias_harness.report.compare",
-    "bias_harness.plugins.paired", "bias_harness.plugins.multiturn.engine", "bias_harness.plugins.multiturn.dialogues",
+    "bias_harness.mitigation.recipes",
+    "bias_harness.mitigation.recipe",
+    "bias_harness.mitigation.training_data",
+    "bias_harness.mitigation.config",
+    "bias_harness.mitigation.evaluate",
+    "bias_harness.mitigation.pipeline",
+    "bias_harness.mitigation.train",
+    "bias_harness.mitigation.model_card",
+    "bias_harness.runs",
+    "bias_harness.report",
+    "bias_harness.report.sections",
+    "bias_harness.report.plots",
+    "bias_harness.report.summary",
+    "bias_harness.report.page",
+    "bias_harness.report.verdicts",
+    "bias_harness.report.compare",
+    "bias_harness.plugins.paired",
+    "bias_harness.plugins.multiturn.engine",
+    "bias_harness.plugins.multiturn.dialogues",
     "bias_harness.datasets_src.generate",
 )
 
 
 def _code_strings(tree: ast.AST) -> list[str]:
     """The string constants of a module's code, docstrings left out."""
-    docs = {id(node.body[0].value) for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
-            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
     strings = (n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str))
     return [n.value for n in strings if id(n) not in docs]
 
@@ -276,11 +311,17 @@ def test_the_shared_modules_exist():
 
 def test_work_names_scan_sees_imports_and_module_strings(tmp_path):
     path = tmp_path / "shared.py"
-    path.write_text('"""bias_harness.plugins.stop in a docstring is prose."""\nimport importlib\n\n\ndef f():\n'
-                    '    from bias_harness.plugins.demet import report\n'
-                    '    return importlib.import_module("bias_harness.mitigation.contact")\n', encoding="utf-8")
+    path.write_text(
+        '"""bias_harness.plugins.stop in a docstring is prose."""\nimport importlib\n\n\ndef f():\n'
+        "    from bias_harness.plugins.demet import report\n"
+        '    return importlib.import_module("bias_harness.mitigation.contact")\n',
+        encoding="utf-8",
+    )
     assert work_names_in(path, "bias_harness.shared") == [
-        "bias_harness.mitigation.contact", "bias_harness.plugins.demet", "bias_harness.plugins.demet.report"]
+        "bias_harness.mitigation.contact",
+        "bias_harness.plugins.demet",
+        "bias_harness.plugins.demet.report",
+    ]
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if not _work_of(m)))
@@ -288,15 +329,6 @@ def test_shared_module_names_no_work(module):
     """Code outside the works' own places (plugins/<work>/, datasets_src/<work>/, mitigation/<work>.py) finds a
     work's parts through bias_harness.works, never by its name."""
     assert not work_names_in(MODULES[module], module)
-
-
-# Import cycles still to be broken in code this check does not own: (importer, imported) edges, left out of the
-# graph. Each must still exist (test_pending_cycles_are_listed_exactly), so an entry goes once its cycle does.
-PENDING_CYCLES = {
-    # STOP's dialogue reads the human-response file (its `human_file` setting) with metrics.load_human when the
-    # task is built, and metrics re-exports the dialogue
-    ("bias_harness.plugins.stop.dialogue", "bias_harness.plugins.stop.metrics"),
-}
 
 
 def test_find_cycle_finds_a_cycle_through_imports_inside_functions(tmp_path):
@@ -310,15 +342,47 @@ def test_find_cycle_finds_a_cycle_through_imports_inside_functions(tmp_path):
     assert find_cycle(graph) is None
 
 
-def test_pending_cycles_are_listed_exactly():
-    graph = import_graph(MODULES)
-    gone = [(a, b) for a, b in PENDING_CYCLES if b not in graph.get(a, ())]
-    assert not gone, f"listed cycles that are gone (remove them from PENDING_CYCLES): {gone}"
-
-
 def test_no_import_cycle():
-    graph = import_graph(MODULES)
-    for a, b in PENDING_CYCLES:
-        graph[a].discard(b)
-    cycle = find_cycle(graph)
+    cycle = find_cycle(import_graph(MODULES))
     assert cycle is None, "import cycle (imports inside functions count): " + " -> ".join(cycle or [])
+
+
+def _yaml(path: Path, resolve: bool = False) -> dict:
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    return load_yaml(path, resolve_func=resolve, recursive=resolve)
+
+
+def _include_chain(path: Path) -> list[Path]:
+    """``path`` and the files it includes, nearest first."""
+    chain = [path]
+    include = _yaml(path).get("include")
+    for inc in [include] if isinstance(include, str) else include or []:
+        chain += _include_chain((path.parent / inc).resolve())
+    return chain
+
+
+def test_each_metric_declared_once():
+    """A task YAML lists its headline metrics once (an including file inherits them: no copy) and names its work's
+    breakdown table (``metadata.breakdowns``) instead of listing the breakdowns; the table's metrics are not headline
+    ones (plugins/breakdown.py)."""
+    from bias_harness.plugins.breakdown import LIST, breakdown_entries
+
+    bad = []
+    for path in sorted(TASKS.rglob("*")):
+        if not path.is_file() or path.suffix in (".md", ".py"):
+            continue
+        raw = _yaml(path)
+        name = path.relative_to(TASKS)
+        if LIST in (raw.get("metadata") or {}):
+            bad.append(f"{name}: lists metadata.{LIST} (name the work's table in metadata.breakdowns)")
+        owners: dict[str, list[str]] = {}
+        for file in _include_chain(path):
+            for m in _yaml(file).get("metric_list") or []:
+                owners.setdefault(m["metric"], []).append(str(file.relative_to(TASKS)))
+        bad += [f"{name}: {metric} declared in {files}" for metric, files in owners.items() if len(files) > 1]
+        if path.suffix == ".yaml" and "task" in raw:
+            cfg = _yaml(path, resolve=True)
+            both = {m["metric"] for m in breakdown_entries(cfg)} & set(owners)
+            bad += [f"{name}: {metric} is both a headline and a breakdown metric" for metric in sorted(both)]
+    assert not bad, "\n".join(bad)

@@ -6,7 +6,6 @@ import logging
 from pathlib import Path
 
 import pytest
-
 from bias_harness.mitigation import model_card
 from bias_harness.mitigation.evaluate import Z95, metric_rows
 from bias_harness.mitigation.publish import check_no_token, push_model
@@ -14,12 +13,33 @@ from bias_harness.mitigation.recipes import get_recipe
 
 TOKEN = "hf_secret_test_token"
 
-BEFORE = {"settings": {"tasks": ["t"], "limit": None}, "results": {"t": {
-    "bias,none": 0.4, "bias_ci_lo,none": 0.3, "bias_ci_hi,none": 0.5,
-    "acc,none": 0.8, "acc_stderr,none": 0.05, "invalid_rate,none": 0.1, "note,none": "text"}}}
-AFTER = {"settings": {"tasks": ["t"], "limit": None}, "results": {"t": {
-    "bias,none": 0.1, "bias_ci_lo,none": 0.05, "bias_ci_hi,none": 0.2,
-    "acc,none": 0.7, "acc_stderr,none": "N/A", "invalid_rate,none": 0.0}}}
+BEFORE = {
+    "settings": {"tasks": ["t"], "limit": None},
+    "results": {
+        "t": {
+            "bias,none": 0.4,
+            "bias_ci_lo,none": 0.3,
+            "bias_ci_hi,none": 0.5,
+            "acc,none": 0.8,
+            "acc_stderr,none": 0.05,
+            "invalid_rate,none": 0.1,
+            "note,none": "text",
+        }
+    },
+}
+AFTER = {
+    "settings": {"tasks": ["t"], "limit": None},
+    "results": {
+        "t": {
+            "bias,none": 0.1,
+            "bias_ci_lo,none": 0.05,
+            "bias_ci_hi,none": 0.2,
+            "acc,none": 0.7,
+            "acc_stderr,none": "N/A",
+            "invalid_rate,none": 0.0,
+        }
+    },
+}
 
 
 def test_metric_rows_pair_values_and_cis() -> None:
@@ -36,9 +56,16 @@ def _card(tmp_path: Path) -> Path:
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
-    data = model_card.CardData(recipe=get_recipe("stop_align"), base_model="base/model", config={"learning_rate": 1e-5},
-                               data_splits={"train": 450}, data_options={"setting": None}, before=BEFORE, after=AFTER,
-                               command="bias-harness mitigate stop_align --model base/model")  # fmt: skip
+    data = model_card.CardData(
+        recipe=get_recipe("stop_align"),
+        base_model="base/model",
+        config={"learning_rate": 1e-5},
+        data_splits={"train": 450},
+        data_options={"setting": None},
+        before=BEFORE,
+        after=AFTER,
+        command="bias-harness mitigate stop_align --model base/model",
+    )
     model_card.write(folder, data, repo_id="org/name")
     return folder
 
@@ -62,8 +89,12 @@ def test_dry_run_writes_the_exact_upload_folder(tmp_path: Path) -> None:
     assert (Path(out) / "README.md").read_bytes() == (folder / "README.md").read_bytes()
 
 
-def test_push_calls_the_hub_client_and_never_leaks_the_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                             caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_push_calls_the_hub_client_and_never_leaks_the_token(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     import huggingface_hub
 
     monkeypatch.setenv("HF_TOKEN", TOKEN)
@@ -117,9 +148,12 @@ def _names(ctx: str) -> list[str]:
 def _demet_eval(run_dir: Path, answer) -> dict:
     """A real lm-eval run of `demet` (261 docs, scripted answers) through the mitigation evaluator, samples kept."""
     from bias_harness.mitigation import evaluate as ev
+
     from tests.helpers import scripted_lm
 
-    settings = ev.EvalSettings(tasks=["demet"], limit=261, bootstrap_iters=200, apply_chat_template=False, metadata={"breakdown": True})
+    settings = ev.EvalSettings(
+        tasks=["demet"], limit=261, bootstrap_iters=200, apply_chat_template=False, metadata={"breakdown": True}
+    )
     result = ev.evaluate(None, settings, lm=scripted_lm(answer), run_dir=run_dir)
     ev.save(result, run_dir.with_suffix(".json"))
     return result
@@ -128,9 +162,8 @@ def _demet_eval(run_dir: Path, answer) -> dict:
 def test_card_model_index_and_significance_match_lm_eval_results(tmp_path: Path) -> None:
     import json
 
-    from huggingface_hub import ModelCard
-
     from bias_harness.datasets_src.demet.builder import NAMES
+    from huggingface_hub import ModelCard
 
     gender = {n: g for g, names in NAMES.items() for n in names}
     rank = {"woman": 0, "neutral": 1, "man": 2}
@@ -144,22 +177,43 @@ def test_card_model_index_and_significance_match_lm_eval_results(tmp_path: Path)
     after = _demet_eval(eval_dir / "after", oracle)
     folder = tmp_path / "model"
     folder.mkdir()
-    data = model_card.CardData(recipe=get_recipe("counterfactual_grpo"), base_model="base/model", config={}, data_splits={"train": 4},
-                               data_options={}, before=before, after=after, command="bias-harness mitigate ...", eval_dir=eval_dir)  # fmt: skip
+    data = model_card.CardData(
+        recipe=get_recipe("counterfactual_grpo"),
+        base_model="base/model",
+        config={},
+        data_splits={"train": 4},
+        data_options={},
+        before=before,
+        after=after,
+        command="bias-harness mitigate ...",
+        eval_dir=eval_dir,
+    )
     card = ModelCard.load(model_card.write(folder, data, repo_id="org/debiased"))
 
     # every metric of the card's model-index is the number lm-eval wrote in results_*.json of that evaluation
-    recorded = {stage: json.loads(next((eval_dir / stage).glob("results_*.json")).read_text())["results"]["demet"] for stage in ("before", "after")}
+    recorded = {
+        stage: json.loads(next((eval_dir / stage).glob("results_*.json")).read_text())["results"]["demet"]
+        for stage in ("before", "after")
+    }
     results = card.data.eval_results
     assert card.data.model_name == "org/debiased" and card.data.base_model == "base/model"
-    n_numeric = sum(isinstance(v, (int, float)) and not isinstance(v, bool) and v == v for stage in recorded.values()
-                    for k, v in stage.items() if "," in k and not k.split(",")[0].endswith(("_stderr", "_ci_lo", "_ci_hi")))  # fmt: skip
+    n_numeric = sum(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+        for stage in recorded.values()
+        for k, v in stage.items()
+        if "," in k and not k.split(",")[0].endswith(("_stderr", "_ci_lo", "_ci_hi"))
+    )
     assert len(results) == n_numeric > 50
     for r in results:
         stage = r.metric_args["stage"]
         assert r.metric_value == recorded[stage][f"{r.metric_type},{r.metric_config}"]
         assert (r.task_type, r.task_name, r.dataset_type, r.dataset_config, r.dataset_split) == (
-            "text-generation", "demet", "bias-harness/demet", "prompts", "test")
+            "text-generation",
+            "demet",
+            "bias-harness/demet",
+            "prompts",
+            "test",
+        )
         assert r.source_url and r.source_name.startswith("bias-harness")
     mixed = {r.metric_args["stage"]: r.metric_value for r in results if r.metric_type == "mixed_gender_bias"}
     assert mixed == {"before": 0.0, "after": 2.0}
@@ -167,17 +221,25 @@ def test_card_model_index_and_significance_match_lm_eval_results(tmp_path: Path)
     # significance: pair biases 0 -> 2 on every resample of matched pairs; no invalid answers in either run (p = 1)
     text = card.text
     # verdicts: the always-"1" model's Eq. 2 measures position (not interpretable), the oracle's passes
-    assert ("| demet | mixed_gender_bias | choice | 0.000 [0.000, 0.000] | 2.000 [2.000, 2.000] | +2.000 | **no** / yes "
-            "| [2.000, 2.000] |") in text
+    assert (
+        "| demet | mixed_gender_bias | choice | 0.000 [0.000, 0.000] | 2.000 [2.000, 2.000] | +2.000 | **no** / yes "
+        "| [2.000, 2.000] |"
+    ) in text
     row = next(line for line in text.splitlines() if line.startswith("| demet | mixed_gender_bias | choice |"))
     assert row.endswith("(bootstrap) | **yes** |")
-    assert ("| demet | invalid_rate | choice | 0.000 [0.000, 0.000] | 0.000 [0.000, 0.000] | +0.000 | – / – | [0.000, 0.000] "
-            "| 1.0000 (McNemar) | no |") in text
-    assert "| demet | score_woman_woman | choice | -1.000 | -1.000 | +0.000 | **no** / yes | – | – | not tested |" in text
+    assert (
+        "| demet | invalid_rate | choice | 0.000 [0.000, 0.000] | 0.000 [0.000, 0.000] | +0.000 | – / – | [0.000, "
+        "0.000] | 1.0000 (McNemar) | no |"
+    ) in text
+    assert (
+        "| demet | score_woman_woman | choice | -1.000 | -1.000 | +0.000 | **no** / yes | – | – | not tested |" in text
+    )
     assert "**Significant changes (p < 0.05): 4 of 5 tested metrics**" in text
     # the always-"1" baseline measures position: no significant difference reads as a change in bias
     assert "Of these, changes in bias (both evaluations' verdicts passed): none;" in text
-    assert (eval_dir / "compare" / "README.md").is_file() and (eval_dir / "compare" / "compare_demet_choice.png").stat().st_size > 1000
+    assert (eval_dir / "compare" / "README.md").is_file() and (
+        eval_dir / "compare" / "compare_demet_choice.png"
+    ).stat().st_size > 1000
     summary = json.loads((folder / model_card.SUMMARY_FILE).read_text())
     assert {m["metric"] for m in summary["comparison"]["metrics"]} >= {"mixed_gender_bias", "invalid_rate"}
 

@@ -8,7 +8,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 from bias_harness.mitigation.openai_ft import export_jsonl, run_openai, to_openai_records
 from bias_harness.mitigation.recipe import DataOptions, RecipeError
 from bias_harness.mitigation.recipes import get_recipe
@@ -39,8 +38,17 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         if self.path.endswith("/files"):
             FakeOpenAI.files.append(body)
             n = len(FakeOpenAI.files)
-            self._send({"id": f"file-{n}", "object": "file", "bytes": len(body), "created_at": 0, "filename": "x.jsonl",
-                        "purpose": "fine-tune", "status": "processed"})  # fmt: skip
+            self._send(
+                {
+                    "id": f"file-{n}",
+                    "object": "file",
+                    "bytes": len(body),
+                    "created_at": 0,
+                    "filename": "x.jsonl",
+                    "purpose": "fine-tune",
+                    "status": "processed",
+                }
+            )
         elif self.path.endswith("/fine_tuning/jobs"):
             req = json.loads(body)
             FakeOpenAI.jobs.append(req)
@@ -53,10 +61,20 @@ class FakeOpenAI(BaseHTTPRequestHandler):
 
     @staticmethod
     def _job(status: str, req: dict) -> dict:
-        return {"id": "ftjob-1", "object": "fine_tuning.job", "model": req["model"], "status": status, "created_at": 0,
-                "training_file": req["training_file"], "validation_file": req.get("validation_file"),
-                "fine_tuned_model": "ft:gpt-test:bias-harness::1" if status == "succeeded" else None,
-                "hyperparameters": req.get("hyperparameters", {}), "organization_id": "org", "result_files": [], "seed": 0}  # fmt: skip
+        return {
+            "id": "ftjob-1",
+            "object": "fine_tuning.job",
+            "model": req["model"],
+            "status": status,
+            "created_at": 0,
+            "training_file": req["training_file"],
+            "validation_file": req.get("validation_file"),
+            "fine_tuned_model": "ft:gpt-test:bias-harness::1" if status == "succeeded" else None,
+            "hyperparameters": req.get("hyperparameters", {}),
+            "organization_id": "org",
+            "result_files": [],
+            "seed": 0,
+        }
 
 
 @pytest.fixture
@@ -76,7 +94,11 @@ def test_export_jsonl_is_openai_chat_format(tmp_path: Path) -> None:
     train = [json.loads(line) for line in files["train"].read_text().splitlines()]
     val = [json.loads(line) for line in files["test"].read_text().splitlines()]
     assert (len(train), len(val)) == (88, 23)
-    assert set(train[0]) == {"messages"} and [m["role"] for m in train[0]["messages"]] == ["system", "user", "assistant"]
+    assert set(train[0]) == {"messages"} and [m["role"] for m in train[0]["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+    ]
     with pytest.raises(RecipeError, match="not an SFT recipe"):
         export_jsonl(get_recipe("refine_lm"), tmp_path)
     with pytest.raises(RecipeError, match="row 0"):
@@ -84,7 +106,9 @@ def test_export_jsonl_is_openai_chat_format(tmp_path: Path) -> None:
 
 
 def test_provider_openai_uploads_creates_and_polls(server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = run_openai(get_recipe("multiagent_sft_full"), "gpt-test", DataOptions(max_train_rows=3), tmp_path, wait=True, interval=0)
+    code = run_openai(
+        get_recipe("multiagent_sft_full"), "gpt-test", DataOptions(max_train_rows=3), tmp_path, wait=True, interval=0
+    )
     assert code == 0
     assert len(FakeOpenAI.files) == 2  # train + validation
     uploaded = FakeOpenAI.files[0].decode()

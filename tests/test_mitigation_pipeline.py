@@ -13,12 +13,17 @@ from pathlib import Path
 import datasets
 import pytest
 import torch
-
 from bias_harness.mitigation import pipeline
 from bias_harness.mitigation.evaluate import metric_rows
 from bias_harness.mitigation.model_card import _ci, _num
 
-SFT_SMALL = {"eval_strategy": "no", "max_length": 128, "per_device_train_batch_size": 2, "save_steps": 1, "logging_steps": 1}
+SFT_SMALL = {
+    "eval_strategy": "no",
+    "max_length": 128,
+    "per_device_train_batch_size": 2,
+    "save_steps": 1,
+    "logging_steps": 1,
+}
 
 
 def _assert_card_matches_run(out: Path) -> None:
@@ -29,7 +34,10 @@ def _assert_card_matches_run(out: Path) -> None:
     rows = metric_rows(before, after)
     assert rows, "no metrics in the card"
     for r in rows:
-        assert f"| {r.task} | {r.metric} | {r.filter} | {_num(r.before)}{_ci(r.before_ci)} | {_num(r.after)}{_ci(r.after_ci)} |" in card
+        assert (
+            f"| {r.task} | {r.metric} | {r.filter} | {_num(r.before)}{_ci(r.before_ci)} | "
+            f"{_num(r.after)}{_ci(r.after_ci)} |" in card
+        )
     assert before["settings"] == after["settings"]  # same evaluation settings for both models
     summary = json.loads((out / "model" / "bias_harness_mitigation.json").read_text())
     assert summary["before"] == before and summary["after"] == after
@@ -40,19 +48,26 @@ def _params_differ(a: torch.nn.Module, b: torch.nn.Module) -> bool:
     return any(not torch.equal(sa[k], sb[k]) for k in sa if k in sb and sa[k].dtype.is_floating_point)
 
 
-def test_sft_recipe_end_to_end_with_dry_run_and_resume(tiny_causal_lm: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from transformers import AutoModelForCausalLM
-
-    from bias_harness.mitigation.recipes import get_recipe
+def test_sft_recipe_end_to_end_with_dry_run_and_resume(
+    tiny_causal_lm: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from bias_harness.mitigation.config import parse_config
+    from bias_harness.mitigation.recipes import get_recipe
     from bias_harness.mitigation.train import train
+    from transformers import AutoModelForCausalLM
 
     out = tmp_path / "run"
     opts = pipeline.MitigateOptions(
-        recipe="multiagent_sft_full", model=tiny_causal_lm, output=out, eval_tasks=["multiagent_detect"], limit=2,
-        gen_kwargs="max_gen_toks=4", overrides={**SFT_SMALL, "max_steps": 2, "learning_rate": 1e-2}, max_train_rows=4,
+        recipe="multiagent_sft_full",
+        model=tiny_causal_lm,
+        output=out,
+        eval_tasks=["multiagent_detect"],
+        limit=2,
+        gen_kwargs="max_gen_toks=4",
+        overrides={**SFT_SMALL, "max_steps": 2, "learning_rate": 1e-2},
+        max_train_rows=4,
         dry_run=tmp_path / "upload",
-    )  # fmt: skip
+    )
     result = pipeline.run(opts)
     _assert_card_matches_run(out)
     upload = sorted(p.relative_to(tmp_path / "upload") for p in (tmp_path / "upload").rglob("*") if p.is_file())
@@ -63,8 +78,16 @@ def test_sft_recipe_end_to_end_with_dry_run_and_resume(tiny_causal_lm: str, tmp_
 
     # Interrupted run: training again with a larger budget resumes from the last checkpoint (step 2).
     recipe = get_recipe("multiagent_sft_full")
-    cfg = parse_config(recipe, {**SFT_SMALL, "max_steps": 3, "model_name_or_path": tiny_causal_lm,
-                                "output_dir": str(out / "checkpoints"), "dataset_name": str(out / "data")})  # fmt: skip
+    cfg = parse_config(
+        recipe,
+        {
+            **SFT_SMALL,
+            "max_steps": 3,
+            "model_name_or_path": tiny_causal_lm,
+            "output_dir": str(out / "checkpoints"),
+            "dataset_name": str(out / "data"),
+        },
+    )
     data = datasets.load_dataset(str(out / "data"))
     with caplog.at_level(logging.INFO, logger="bias_harness.mitigation.train"):
         train(recipe, cfg, data["train"])
@@ -78,12 +101,26 @@ def test_lora_recipe_saves_an_adapter_and_evaluates_it(tiny_causal_lm: str, tmp_
     from peft import AutoPeftModelForCausalLM
 
     out = tmp_path / "run"
-    result = pipeline.run(pipeline.MitigateOptions(
-        recipe="stop_align", model=tiny_causal_lm, output=out, limit=2, gen_kwargs="max_gen_toks=2",
-        overrides={**SFT_SMALL, "max_steps": 4, "use_peft": True, "lora_r": 2, "lora_alpha": 4, "warmup_steps": 0.5,
-                   "learning_rate": 1e-3, "save_steps": 4},
-        max_train_rows=8,
-    ))  # fmt: skip
+    result = pipeline.run(
+        pipeline.MitigateOptions(
+            recipe="stop_align",
+            model=tiny_causal_lm,
+            output=out,
+            limit=2,
+            gen_kwargs="max_gen_toks=2",
+            overrides={
+                **SFT_SMALL,
+                "max_steps": 4,
+                "use_peft": True,
+                "lora_r": 2,
+                "lora_alpha": 4,
+                "warmup_steps": 0.5,
+                "learning_rate": 1e-3,
+                "save_steps": 4,
+            },
+            max_train_rows=8,
+        )
+    )
     assert (result.model_dir / "adapter_config.json").is_file()
     _assert_card_matches_run(out)
     assert result.after["model_args"] == {"pretrained": tiny_causal_lm, "peft": str(result.model_dir)}
@@ -104,12 +141,25 @@ def test_grpo_recipe_rewards_see_twins(tiny_causal_lm: str, tmp_path: Path) -> N
     from transformers import AutoModelForCausalLM
 
     out = tmp_path / "run"
-    result = pipeline.run(pipeline.MitigateOptions(
-        recipe="counterfactual_grpo", model=tiny_causal_lm, output=out, eval_tasks=["demet"], limit=2,
-        gen_kwargs="max_gen_toks=2", max_train_rows=4,
-        overrides={"max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 2, "max_completion_length": 4,
-                   "logging_steps": 1, "save_steps": 1},
-    ))  # fmt: skip
+    result = pipeline.run(
+        pipeline.MitigateOptions(
+            recipe="counterfactual_grpo",
+            model=tiny_causal_lm,
+            output=out,
+            eval_tasks=["demet"],
+            limit=2,
+            gen_kwargs="max_gen_toks=2",
+            max_train_rows=4,
+            overrides={
+                "max_steps": 1,
+                "per_device_train_batch_size": 4,
+                "num_generations": 2,
+                "max_completion_length": 4,
+                "logging_steps": 1,
+                "save_steps": 1,
+            },
+        )
+    )
     _assert_card_matches_run(out)
     logs = json.loads((result.model_dir / "trainer_state.json").read_text())["log_history"]
     # the twin of each prompt was in the same generation batch, so the consistency reward was computed (not NaN/None)
@@ -142,22 +192,37 @@ def mini_scd_data(tmp_path: Path) -> Path:
         for split in ("train", "test"):
             part = [r for r in rows if contact.scd_split(r, setting) == split]
             datasets.Dataset.from_list(part).to_parquet(str(folder / f"{split}-00000-of-00001.parquet"))
-        card += (f"- config_name: setting{setting}\n  data_files:\n  - split: train\n    path: setting{setting}/train-*.parquet\n"
-                 f"  - split: test\n    path: setting{setting}/test-*.parquet\n")  # fmt: skip
+        card += (
+            f"- config_name: setting{setting}\n"
+            "  data_files:\n"
+            "  - split: train\n"
+            f"    path: setting{setting}/train-*.parquet\n"
+            "  - split: test\n"
+            f"    path: setting{setting}/test-*.parquet\n"
+        )
     (root / "contact_scd" / "README.md").write_text(card + "---\nmini copy for tests\n")
     return root
 
 
-def test_scd_recipe_trains_on_setting_and_evaluates_held_out(tiny_causal_lm: str, tmp_path: Path, mini_scd_data: Path) -> None:
+def test_scd_recipe_trains_on_setting_and_evaluates_held_out(
+    tiny_causal_lm: str, tmp_path: Path, mini_scd_data: Path
+) -> None:
+    from bias_harness.mitigation.contact import scd_heldout_docs
     from transformers import AutoTokenizer
 
-    from bias_harness.mitigation.contact import scd_heldout_docs
-
     out = tmp_path / "run"
-    result = pipeline.run(pipeline.MitigateOptions(
-        recipe="scd", model=tiny_causal_lm, output=out, setting=3, limit=6, max_train_rows=6, data_dir=str(mini_scd_data),
-        overrides={**SFT_SMALL, "max_steps": 1},
-    ))  # fmt: skip
+    result = pipeline.run(
+        pipeline.MitigateOptions(
+            recipe="scd",
+            model=tiny_causal_lm,
+            output=out,
+            setting=3,
+            limit=6,
+            max_train_rows=6,
+            data_dir=str(mini_scd_data),
+            overrides={**SFT_SMALL, "max_steps": 1},
+        )
+    )
     _assert_card_matches_run(out)
     assert result.before["settings"]["tasks"] == ["scd_heldout"]
     assert result.before["settings"]["metadata"]["scd_setting"] == 3
@@ -183,7 +248,9 @@ def test_scd_recipe_trains_on_setting_and_evaluates_held_out(tiny_causal_lm: str
     for smp in samples:
         doc = smp["doc"]
         assert doc["query"] == test_prompt[doc["id"]]
-        chat = tok.apply_chat_template([{"role": "user", "content": doc["query"]}], tokenize=False, add_generation_prompt=True)
+        chat = tok.apply_chat_template(
+            [{"role": "user", "content": doc["query"]}], tokenize=False, add_generation_prompt=True
+        )
         assert smp["arguments"] == [[chat, option] for option in doc["options"]]  # the assistant turn as trained
 
     # per-scale table from the logged samples == the biased share recomputed from the raw log-likelihoods
@@ -194,11 +261,14 @@ def test_scd_recipe_trains_on_setting_and_evaluates_held_out(tiny_causal_lm: str
         none = [smp for smp in samples if smp["doc"]["scale"] == scale and smp["doc"]["contact_type"] == "none"]
         picked = [max(range(2), key=lambda i: float(smp["resps"][i][0][0])) for smp in none]
         biased = [p == smp["doc"]["biased_option"] for p, smp in zip(picked, none, strict=True)]
-        assert by_scale[scale]["n"] == 3 and by_scale[scale]["bias_pct_none"] == pytest.approx(100.0 * sum(biased) / len(biased))
+        assert by_scale[scale]["n"] == 3 and by_scale[scale]["bias_pct_none"] == pytest.approx(
+            100.0 * sum(biased) / len(biased)
+        )
     assert "| likelihood | 3 |" in (out / "eval" / "breakdowns.md").read_text()
 
-    from bias_harness.report import load_run
     from bias_harness.plugins.contact.report import render
+
+    from bias_harness.report import load_run
 
     (tmp_path / "report").mkdir()
     assert "By scale" in render(load_run(out / "eval" / "after"), tmp_path / "report")  # `bias-harness report` reads it
@@ -213,18 +283,22 @@ def test_scd_small_budgets_spread_over_scales_scenarios_principles_axes(mini_scd
 
     source = datasets.load_dataset(str(mini_scd_data / "contact_scd"), "setting1")
     strata = ("scale", "scenario", "principle", "axis")
-    info = {r["prompt"]: r for r in source["train"].select_columns(["prompt", "prompt_set_id", "contact_type", *strata])}
+    info = {
+        r["prompt"]: r for r in source["train"].select_columns(["prompt", "prompt_set_id", "contact_type", *strata])
+    }
     assert source["train"][:3]["scale"] == ["certainty"] * 3  # the grid is ordered scale first
 
     def picked(n: int, seed: int = 0) -> list[dict]:
-        data = build_training_data(get_recipe("scd"), DataOptions(setting=1, max_train_rows=n, seed=seed, data_dir=str(mini_scd_data)))
+        data = build_training_data(
+            get_recipe("scd"), DataOptions(setting=1, max_train_rows=n, seed=seed, data_dir=str(mini_scd_data))
+        )
         return [info[m[0]["content"]] for m in data["train"]["messages"]]
 
     rows = picked(9)
     assert {r["scale"] for r in rows} == {"certainty", "likelihood", "frequency"}  # 3 prompt sets, one per scale
     for i in range(0, 9, 3):  # whole prompt sets: none / positive / negative of one base prompt
-        assert {r["prompt_set_id"] for r in rows[i:i + 3]} == {rows[i]["prompt_set_id"]}
-        assert sorted(r["contact_type"] for r in rows[i:i + 3]) == ["negative", "none", "positive"]
+        assert {r["prompt_set_id"] for r in rows[i : i + 3]} == {rows[i]["prompt_set_id"]}
+        assert sorted(r["contact_type"] for r in rows[i : i + 3]) == ["negative", "none", "positive"]
     scenarios = set(source["train"]["scenario"])
     wide = picked(3 * 3 * len(scenarios))  # len(scenarios) prompt sets per scale: every scenario within every scale
     for scale in ("certainty", "likelihood", "frequency"):
@@ -245,28 +319,43 @@ def build_tiny_mlm(folder: Path) -> Path:
     from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
     torch.manual_seed(0)
-    words = ("Mary John Cynthia Timothy Emma man woman got off the flight to visit was an accountant can never be a . , "
-             "The der die das ist war ein eine Mann Frau und nicht").split()  # fmt: skip
+    words = (
+        "Mary John Cynthia Timothy Emma man woman got off the flight to visit was an accountant can never be a . , "
+        "The der die das ist war ein eine Mann Frau und nicht"
+    ).split()
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     vocab = {t: i for i, t in enumerate(specials + sorted(set(words)))}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])]
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
     )
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]")  # fmt: skip
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                     max_position_embeddings=256)  # fmt: skip
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
+    cfg = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=256,
+    )
     BertForMaskedLM(cfg).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
 
 
 def test_refine_lm_identity_layer_is_the_base_model(tmp_path: Path) -> None:
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-
     from bias_harness.mitigation.refine_lm import RefineLMForMaskedLM, bias_c
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     base_dir = build_tiny_mlm(tmp_path / "mlm")
     base = AutoModelForMaskedLM.from_pretrained(base_dir)
@@ -278,24 +367,41 @@ def test_refine_lm_identity_layer_is_the_base_model(tmp_path: Path) -> None:
         got = refined(**enc).logits
     assert torch.allclose(got, expect, atol=1e-5)
     # C(tau) by hand: P(x1|.) = .6,.4 (a) and .3,.3 (not a); P(x2|.) = .2,.2 and .5,.5
-    p = {"q12": torch.tensor([[0.6, 0.2]]), "q21": torch.tensor([[0.4, 0.2]]),
-         "q12_neg": torch.tensor([[0.3, 0.5]]), "q21_neg": torch.tensor([[0.3, 0.5]])}  # fmt: skip
+    p = {
+        "q12": torch.tensor([[0.6, 0.2]]),
+        "q21": torch.tensor([[0.4, 0.2]]),
+        "q12_neg": torch.tensor([[0.3, 0.5]]),
+        "q21_neg": torch.tensor([[0.3, 0.5]]),
+    }
     # B(x1) = .5 - .3 = .2 ; B(x2) = .2 - .5 = -.3 ; C = .5 * (.2 + .3) = .25
     assert float(bias_c(p)[0]) == pytest.approx(0.25)
 
 
 def test_refine_lm_recipe_end_to_end(tmp_path: Path) -> None:
-    from transformers import AutoModelForMaskedLM
-
     from bias_harness.mitigation.refine_lm import RefineLMForMaskedLM
+    from transformers import AutoModelForMaskedLM
 
     base_dir = build_tiny_mlm(tmp_path / "mlm")
     out = tmp_path / "run"
-    result = pipeline.run(pipeline.MitigateOptions(
-        recipe="refine_lm", model=str(base_dir), output=out, eval_tasks=["stereoset_de_intra"], limit=4, max_train_rows=8,
-        overrides={"max_steps": 2, "per_device_train_batch_size": 4, "topk": 40, "learning_rate": 0.5, "save_steps": 1,
-                   "logging_steps": 1, "reward_eval_rows": 16},
-    ))  # fmt: skip
+    result = pipeline.run(
+        pipeline.MitigateOptions(
+            recipe="refine_lm",
+            model=str(base_dir),
+            output=out,
+            eval_tasks=["stereoset_de_intra"],
+            limit=4,
+            max_train_rows=8,
+            overrides={
+                "max_steps": 2,
+                "per_device_train_batch_size": 4,
+                "topk": 40,
+                "learning_rate": 0.5,
+                "save_steps": 1,
+                "logging_steps": 1,
+                "reward_eval_rows": 16,
+            },
+        )
+    )
     _assert_card_matches_run(out)
     assert result.after["settings"]["model_type"] == "hf-mlm"
     metrics = {r.metric for r in metric_rows(result.before, result.after)}
@@ -323,8 +429,25 @@ def test_refine_lm_cli_on_xmod_without_default_language_with_default_evaluation(
     assert json.loads((model / "config.json").read_text())["default_language"] is None
     out = tmp_path / "run"
     exe = Path(sys.executable).with_name("bias-harness")
-    proc = subprocess.run([str(exe), "mitigate", "refine_lm", "--model", str(model), "--limit", "8", "--max-train-rows", "40",
-                           "--output", str(out)], cwd=tmp_path, capture_output=True, text=True, env=os.environ.copy())  # fmt: skip
+    proc = subprocess.run(
+        [
+            str(exe),
+            "mitigate",
+            "refine_lm",
+            "--model",
+            str(model),
+            "--limit",
+            "8",
+            "--max-train-rows",
+            "40",
+            "--output",
+            str(out),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     _assert_card_matches_run(out)
     before, after = (json.loads((out / "eval" / f"{s}.json").read_text()) for s in ("before", "after"))
@@ -350,9 +473,8 @@ def test_refine_lm_cli_on_xmod_without_default_language_with_default_evaluation(
 
 def test_refine_lm_adapters_follow_the_checkpoint(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """en_XX for training where the checkpoint has it; SwissBERT-like adapters (no en_XX) train with de_CH, logged."""
-    from transformers import XmodConfig
-
     from bias_harness.mitigation.refine_lm import resolve_languages
+    from transformers import XmodConfig
 
     for name, langs in (("xmod", ["de_CH", "en_XX"]), ("swiss", ["de_CH", "fr_CH", "it_CH", "rm_CH"])):
         XmodConfig(languages=langs, default_language=None).save_pretrained(tmp_path / name)
@@ -366,17 +488,29 @@ def test_refine_lm_adapters_follow_the_checkpoint(tmp_path: Path, caplog: pytest
         resolve_languages(str(tmp_path / "xmod"), "auto", "en_GB")
 
 
-def test_scd_recipe_evaluates_lm_evals_bbq_on_local_copy(tiny_causal_lm: str, tmp_path: Path, mini_scd_data: Path) -> None:
+def test_scd_recipe_evaluates_lm_evals_bbq_on_local_copy(
+    tiny_causal_lm: str, tmp_path: Path, mini_scd_data: Path
+) -> None:
     """The paper's BBQ transfer check, offline: lm-eval's own BBQ task on the local partial copy, before and after."""
     from bias_harness.mitigation.local_tasks import write_bbq_local_task
 
     bbq_dir = tmp_path / "bbq_task"
     write_bbq_local_task(bbq_dir)
     out = tmp_path / "run"
-    result = pipeline.run(pipeline.MitigateOptions(
-        recipe="scd", model=tiny_causal_lm, output=out, setting=3, limit=4, max_train_rows=4, data_dir=str(mini_scd_data),
-        overrides={**SFT_SMALL, "max_steps": 1}, eval_tasks=["scd_heldout", "bbq_local"], include_path=[str(bbq_dir)],
-    ))  # fmt: skip
+    result = pipeline.run(
+        pipeline.MitigateOptions(
+            recipe="scd",
+            model=tiny_causal_lm,
+            output=out,
+            setting=3,
+            limit=4,
+            max_train_rows=4,
+            data_dir=str(mini_scd_data),
+            overrides={**SFT_SMALL, "max_steps": 1},
+            eval_tasks=["scd_heldout", "bbq_local"],
+            include_path=[str(bbq_dir)],
+        )
+    )
     _assert_card_matches_run(out)
     for side in (result.before, result.after):
         assert side["settings"]["tasks"] == ["scd_heldout", "bbq_local"]

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import datasets
 import pytest
-
-from bias_harness.cli import main
 from bias_harness.mitigation.config import PARSERS, parse_config
 from bias_harness.mitigation.recipe import DataOptions, RecipeError
 from bias_harness.mitigation.recipes import RECIPES, get_recipe
 from bias_harness.mitigation.train import check_model
 from bias_harness.mitigation.training_data import build_training_data, save_training_data
+
+from bias_harness.cli import main
 
 EXPECTED = {"multiagent_sft_full", "multiagent_sft_half", "scd", "stop_align", "refine_lm", "counterfactual_grpo"}
 
@@ -25,15 +25,19 @@ def test_registry_has_every_recipe_with_its_yaml() -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_yaml_is_accepted_by_the_trl_script_parser(name: str) -> None:
-    """`trl sft|grpo --config mitigation/<name>.yaml` forwards leftover keys to `accelerate launch`: there must be none."""
+    """`trl sft|grpo --config mitigation/<name>.yaml` forwards leftover keys to `accelerate launch`: there must be
+    none."""
     import importlib
 
     recipe = get_recipe(name)
     parser = importlib.import_module(PARSERS[recipe.trainer]).make_parser()
     *_, from_config, from_cli = parser.parse_args_and_config(
-        ["--config", str(recipe.config_path), "--use_cpu", "true", "--bf16", "false"] if recipe.trainer != "refine_lm" else ["--config", str(recipe.config_path)],
-        return_remaining_strings=True, separate_remaining_strings=True,
-    )  # fmt: skip
+        ["--config", str(recipe.config_path), "--use_cpu", "true", "--bf16", "false"]
+        if recipe.trainer != "refine_lm"
+        else ["--config", str(recipe.config_path)],
+        return_remaining_strings=True,
+        separate_remaining_strings=True,
+    )
     assert from_config == [] and from_cli == []
 
 
@@ -41,7 +45,12 @@ def test_paper_settings_reach_the_trl_config() -> None:
     full, half = parse_config(get_recipe("multiagent_sft_full")), parse_config(get_recipe("multiagent_sft_half"))
     assert (full.training.num_train_epochs, half.training.num_train_epochs) == (3, 2)  # App. H.2, mistral (HF)
     stop = parse_config(get_recipe("stop_align")).training
-    assert (stop.optim.value, stop.learning_rate, stop.per_device_train_batch_size, stop.weight_decay) == ("adamw_torch", 1e-5, 4, 0.01)
+    assert (stop.optim.value, stop.learning_rate, stop.per_device_train_batch_size, stop.weight_decay) == (
+        "adamw_torch",
+        1e-5,
+        4,
+        0.01,
+    )
     # one epoch of 450 dialogues at batch 4 = 113 steps: the default warms up over 10% of them (12); the paper's
     # 100 steps stay one setting away
     assert stop.get_warmup_steps(113) == 12
@@ -97,13 +106,20 @@ def test_missing_model_folder_is_a_clear_error(tmp_path: Path) -> None:
         check_model(get_recipe("stop_align"), str(tmp_path / "nope"))
 
 
-def test_empty_training_split_fails_before_training(monkeypatch: pytest.MonkeyPatch, tiny_causal_lm: str, tmp_path: Path) -> None:
+def test_empty_training_split_fails_before_training(
+    monkeypatch: pytest.MonkeyPatch, tiny_causal_lm: str, tmp_path: Path
+) -> None:
     import bias_harness.mitigation.pipeline as pipeline
     from bias_harness.mitigation import recipes
 
     empty = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"messages": []})})
-    monkeypatch.setitem(recipes.RECIPES, "stop_align", recipes.RECIPES["stop_align"].__class__(
-        **{**recipes.RECIPES["stop_align"].__dict__, "build": lambda opts: empty}))  # fmt: skip
+    monkeypatch.setitem(
+        recipes.RECIPES,
+        "stop_align",
+        recipes.RECIPES["stop_align"].__class__(
+            **{**recipes.RECIPES["stop_align"].__dict__, "build": lambda opts: empty}
+        ),
+    )
     called = []
     monkeypatch.setattr(pipeline, "train", lambda *a, **k: called.append(1))
     monkeypatch.setattr(pipeline.ev, "evaluate", lambda *a, **k: called.append(2))
@@ -152,7 +168,13 @@ def test_export_data_cli_writes_a_loadable_folder(tmp_path: Path) -> None:
 
 def test_save_training_data_replaces_old_parquet(tmp_path: Path) -> None:
     recipe = get_recipe("stop_align")
-    one = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"messages": [[{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]]})})
+    one = datasets.DatasetDict(
+        {
+            "train": datasets.Dataset.from_dict(
+                {"messages": [[{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]]}
+            )
+        }
+    )
     save_training_data(recipe, one, tmp_path, DataOptions())
     save_training_data(recipe, one, tmp_path, DataOptions())
     assert sorted(p.name for p in tmp_path.glob("*.parquet")) == ["train-00000-of-00001.parquet"]

@@ -8,13 +8,18 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from bias_harness.mitigation.recipe import DataOptions, RecipeError
 from bias_harness.mitigation.recipes import get_recipe
-from bias_harness.mitigation.training_data import build_training_data
 from bias_harness.mitigation.refine_lm import (
-    RefineLMForMaskedLM, bias_c, policy_step, question_jobs, reference_loss, reference_matrix, subject_probs,
-)  # fmt: skip
+    RefineLMForMaskedLM,
+    bias_c,
+    policy_step,
+    question_jobs,
+    reference_loss,
+    reference_matrix,
+    subject_probs,
+)
+from bias_harness.mitigation.training_data import build_training_data
 
 
 def test_unqover_data_has_every_subject_pair_of_the_seed_category() -> None:
@@ -36,12 +41,22 @@ def test_unqover_data_has_every_subject_pair_of_the_seed_category() -> None:
 def test_unqover_articles_agree_with_the_subject() -> None:
     from bias_harness.datasets_src.stereoset.unqover import article, fill
 
-    assert (article("Asian", capital=True), article("Jewish"), article("European"), article("Indian")) == ("An", "a", "a", "an")
+    assert (article("Asian", capital=True), article("Jewish"), article("European"), article("Indian")) == (
+        "An",
+        "a",
+        "a",
+        "an",
+    )
     ctx, q = "A [subj1] man got off the flight to visit a [subj2] man.", "The [mask] man [p_act-single]."
     assert fill(ctx, q, "Asian", "Jewish", "p_act-single", "was rude") == (
-        "An Asian man got off the flight to visit a Jewish man. The [MASK] man was rude.")  # fmt: skip
-    eth = build_training_data(get_recipe("refine_lm"), DataOptions(categories=("ethnicity",), pairs_per_item=1))["train"]
-    assert not any(" a African" in t or t.startswith("A African") or " a Asian" in t for t in list(eth["q12"]) + list(eth["q21"]))
+        "An Asian man got off the flight to visit a Jewish man. The [MASK] man was rude."
+    )
+    eth = build_training_data(get_recipe("refine_lm"), DataOptions(categories=("ethnicity",), pairs_per_item=1))[
+        "train"
+    ]
+    assert not any(
+        " a African" in t or t.startswith("A African") or " a Asian" in t for t in list(eth["q12"]) + list(eth["q21"])
+    )
 
 
 def test_reference_loss_on_hand_worked_values() -> None:
@@ -59,15 +74,19 @@ def test_reference_loss_on_hand_worked_values() -> None:
     want = -(-0.5 * math.log(d1) - 0.1 * math.log(d2)) / 2
     assert float(reference_loss(torch.stack([m1, m2]), r)) == pytest.approx(want, rel=1e-6)
     # the reference's layout: t21 rows list the subjects in order of mention (x2 first)
-    p = {"q12": torch.tensor([[0.1, 0.2]]), "q21": torch.tensor([[0.3, 0.4]]),
-         "q12_neg": torch.tensor([[0.5, 0.6]]), "q21_neg": torch.tensor([[0.7, 0.8]])}  # fmt: skip
+    p = {
+        "q12": torch.tensor([[0.1, 0.2]]),
+        "q21": torch.tensor([[0.3, 0.4]]),
+        "q12_neg": torch.tensor([[0.5, 0.6]]),
+        "q21_neg": torch.tensor([[0.7, 0.8]]),
+    }
     assert torch.allclose(reference_matrix(p)[0], torch.tensor([[0.1, 0.2], [0.5, 0.6], [0.4, 0.3], [0.8, 0.7]]))
 
 
 def _refine(tmp_path: Path, topk: int):
+    from bias_harness.plugins.mlm import MaskedLMScorer
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from bias_harness.plugins.mlm import MaskedLMScorer
     from tests.test_mlm_models import build_tiny_mlm
 
     folder = build_tiny_mlm(tmp_path / "bert", "bert")
@@ -77,9 +96,14 @@ def _refine(tmp_path: Path, topk: int):
     return model, tok, MaskedLMScorer(model.base, tok)
 
 
-ROW = {"subj1": "mary", "subj2": "mark", "q12": "mary and mark were there. [MASK] was the nurse.",
-       "q21": "mark and mary were there. [MASK] was the nurse.", "q12_neg": "mary and mark were there. [MASK] was not the nurse.",
-       "q21_neg": "mark and mary were there. [MASK] was not the nurse."}  # fmt: skip
+ROW = {
+    "subj1": "mary",
+    "subj2": "mark",
+    "q12": "mary and mark were there. [MASK] was the nurse.",
+    "q21": "mark and mary were there. [MASK] was the nurse.",
+    "q12_neg": "mary and mark were there. [MASK] was not the nurse.",
+    "q21_neg": "mark and mary were there. [MASK] was not the nurse.",
+}
 
 
 def test_subjects_are_scored_as_whole_words(tmp_path: Path) -> None:
@@ -94,7 +118,9 @@ def test_subjects_are_scored_as_whole_words(tmp_path: Path) -> None:
     for q in ("q12", "q21", "q12_neg", "q21_neg"):
         pre, post = ROW[q].split("[MASK]")
         for col, subj in enumerate(("mary", "mark")):
-            assert float(p[q][0, col]) == pytest.approx(math.exp(direct_word(model.base, tok, pre, subj, post)), rel=1e-4)
+            assert float(p[q][0, col]) == pytest.approx(
+                math.exp(direct_word(model.base, tok, pre, subj, post)), rel=1e-4
+            )
     assert float(p["q12"][0, 0]) != pytest.approx(float(p["q12"][0, 1]), rel=1e-6)
     assert float(bias_c(p)[0]) != 0.0
 
@@ -106,9 +132,23 @@ def test_gradients_reach_the_debiasing_layer(tmp_path: Path, objective: str) -> 
     model, _, scorer = _refine(tmp_path, topk=200)
     for prm in model.base.parameters():
         prm.requires_grad_(False)
-    loss, reward = policy_step(model, scorer, [ROW, {**ROW, "subj1": "anna", "subj2": "paul",
-                                                     **{q: ROW[q].replace("mary", "anna").replace("mark", "paul") for q in ("q12", "q21", "q12_neg", "q21_neg")}}],
-                               objective)  # fmt: skip
+    loss, reward = policy_step(
+        model,
+        scorer,
+        [
+            ROW,
+            {
+                **ROW,
+                "subj1": "anna",
+                "subj2": "paul",
+                **{
+                    q: ROW[q].replace("mary", "anna").replace("mark", "paul")
+                    for q in ("q12", "q21", "q12_neg", "q21_neg")
+                },
+            },
+        ],
+        objective,
+    )
     loss.backward()
     assert reward.shape == (2,) and bool((reward <= 0).all())
     assert model.debias.weight.grad is not None and float(model.debias.weight.grad.abs().sum()) > 0
@@ -126,7 +166,7 @@ class _WordScorer:
     pad_id = 0
 
     def plan(self, owner: int, context: str, filled: str, span: tuple[int, int], jobs: list) -> object:
-        word = filled[span[0]:span[1]]
+        word = filled[span[0] : span[1]]
         q = next(q for q in ("q12", "q21", "q12_neg", "q21_neg") if GENDER_ROW[q].replace("[MASK]", word) == filled)
         jobs.append((q, word))
         return type("Plan", (), {"copies": (len(jobs) - 1,)})
@@ -134,11 +174,11 @@ class _WordScorer:
 
 # P(word | question) by hand; x1 = mary (female), x2 = mark (male)
 HAND = {
-    "q12": {"mary": .10, "mark": .30, "she": .20, "She": .25, "he": .05, "He": .02},
-    "q21": {"mary": .40, "mark": .10, "she": .05, "She": .01, "he": .20, "He": .30},
-    "q12_neg": {"mary": .05, "mark": .05, "she": .10, "She": .02, "he": .01, "He": .02},
-    "q21_neg": {"mary": .20, "mark": .15, "she": .30, "She": .10, "he": .05, "He": .40},
-}  # fmt: skip
+    "q12": {"mary": 0.10, "mark": 0.30, "she": 0.20, "She": 0.25, "he": 0.05, "He": 0.02},
+    "q21": {"mary": 0.40, "mark": 0.10, "she": 0.05, "She": 0.01, "he": 0.20, "He": 0.30},
+    "q12_neg": {"mary": 0.05, "mark": 0.05, "she": 0.10, "She": 0.02, "he": 0.01, "He": 0.02},
+    "q21_neg": {"mary": 0.20, "mark": 0.15, "she": 0.30, "She": 0.10, "he": 0.05, "He": 0.40},
+}
 
 
 def test_he_she_on_hand_worked_probabilities(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,7 +192,7 @@ def test_he_she_on_hand_worked_probabilities(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(refine_lm, "_job_probs", hand_probs)
     p = subject_probs(None, _WordScorer(), [GENDER_ROW], renormalise_topk=True, use_he_she=True)
-    want = {"q12": [.25, .30], "q21": [.40, .30], "q12_neg": [.10, .05], "q21_neg": [.30, .40]}
+    want = {"q12": [0.25, 0.30], "q21": [0.40, 0.30], "q12_neg": [0.10, 0.05], "q21_neg": [0.30, 0.40]}
     assert {q: [round(float(v), 6) for v in p[q][0]] for q in want} == want
     assert float(bias_c(p)[0]) == pytest.approx(0.025)
     plain = subject_probs(None, _WordScorer(), [GENDER_ROW], renormalise_topk=True)
@@ -180,10 +220,11 @@ def test_he_she_scores_pronouns_as_words(tmp_path: Path) -> None:
 def test_released_preset_is_the_authors_gender_run() -> None:
     """run_bert.sh: training_bert --use_he_she 1 --epochs 1 --mini_batch_size 70 --batch_size 70 --topk 8 --lr 5e-9
     (gender data); the YAML keeps training_bert.py's argument defaults (top-k 10, lr 5e-5, mini-batch 20)."""
-    from bias_harness.mitigation.pipeline import MitigateOptions, config_overrides
     from bias_harness.mitigation.config import parse_config
+    from bias_harness.mitigation.pipeline import MitigateOptions, config_overrides
 
     recipe = get_recipe("refine_lm")
+
     def values(t) -> tuple:
         return t.topk, t.learning_rate, t.batch_size, t.per_device_train_batch_size, t.num_train_epochs, t.use_he_she
 
@@ -230,14 +271,35 @@ def test_released_preset_cli_on_tiny_xmod(tmp_path: Path) -> None:
     model = build_tiny_mlm(tmp_path / "xmod", "xmod")
     out = tmp_path / "run"
     exe = Path(sys.executable).with_name("bias-harness")
-    cmd = [str(exe), "mitigate", "refine_lm", "--preset", "released", "--model", str(model), "--limit", "4",
-           "--max-train-rows", "70", "--set", "reward_eval_rows=16", "--output", str(out)]  # fmt: skip
+    cmd = [
+        str(exe),
+        "mitigate",
+        "refine_lm",
+        "--preset",
+        "released",
+        "--model",
+        str(model),
+        "--limit",
+        "4",
+        "--max-train-rows",
+        "70",
+        "--set",
+        "reward_eval_rows=16",
+        "--output",
+        str(out),
+    ]
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=os.environ.copy())
     assert proc.returncode == 0, proc.stderr[-3000:]
     _assert_card_matches_run(out)
     cfg = yaml.safe_load((out / "recipe.yaml").read_text())
-    want = {"topk": 8, "learning_rate": 5e-9, "batch_size": 70, "per_device_train_batch_size": 70, "use_he_she": True,
-            "categories": ["gender"]}  # fmt: skip
+    want = {
+        "topk": 8,
+        "learning_rate": 5e-9,
+        "batch_size": 70,
+        "per_device_train_batch_size": 70,
+        "use_he_she": True,
+        "categories": ["gender"],
+    }
     assert {k: cfg[k] for k in want} == want
     card = (out / "model" / "README.md").read_text()
     assert "preset `released` (categories=['gender'], topk=8, learning_rate=5e-09" in card

@@ -35,8 +35,14 @@ def build_tokenizer(folder: Path, words: list[str] | None = None):
     tok.normalizer = normalizers.Lowercase()
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.post_processor = processors.BertProcessing(("[SEP]", vocab["[SEP]"]), ("[CLS]", vocab["[CLS]"]))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", mask_token="[MASK]")  # fmt: skip
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
     fast.save_pretrained(folder)
     return fast, vocab
 
@@ -47,8 +53,14 @@ def build_tiny_mlm(folder: Path, arch: str = "bert", hidden: int = 32, layers: i
 
     torch.manual_seed(seed)
     _, vocab = build_tokenizer(folder)
-    common = dict(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
-                  intermediate_size=2 * hidden, pad_token_id=vocab["[PAD]"])  # fmt: skip
+    common = dict(
+        vocab_size=len(vocab),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden,
+        pad_token_id=vocab["[PAD]"],
+    )
     if arch == "bert":
         model = BertForMaskedLM(BertConfig(max_position_embeddings=256, **common))
     elif arch == "xmod":
@@ -93,7 +105,7 @@ def direct_pll(model, tok, context: str, continuation: str) -> float:
     """Sum over the continuation's tokens of log P(token | everything else), masking one token at a time."""
     enc = tok(context + continuation, return_offsets_mapping=True)
     ids, total = enc["input_ids"], 0.0
-    for i, (a, b) in enumerate(enc["offset_mapping"]):
+    for i, (_a, b) in enumerate(enc["offset_mapping"]):
         if ids[i] in (tok.cls_token_id, tok.sep_token_id) or b <= len(context):  # [UNK] is scored like any token
             continue
         masked = ids[:i] + [tok.mask_token_id] + ids[i + 1 :]
@@ -177,10 +189,14 @@ def test_hf_mlm_through_lm_eval(arch, task, bert_dir, xmod_dir):
     folder, language = (bert_dir, None) if arch == "bert" else (xmod_dir, "de_CH")
     model_args = f"pretrained={folder},batch_size=5" + (f",language={language}" if language else "")
     res = lm_eval.simple_evaluate(
-        model="hf-mlm", model_args=model_args, tasks=[task],
+        model="hf-mlm",
+        model_args=model_args,
+        tasks=[task],
         task_manager=bias_harness.task_manager(include_defaults=False, metadata={"tokenizer": folder}),
-        limit=2, log_samples=True, device="cpu",
-    )  # fmt: skip
+        limit=2,
+        log_samples=True,
+        device="cpu",
+    )
     samples = res["samples"][task]
     assert [s["doc"]["part"] for s in samples] == ["intra", "inter"]
     model, tok = _load(folder, language)

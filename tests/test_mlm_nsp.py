@@ -24,9 +24,16 @@ def build_tiny_pretraining(folder: Path, hidden: int = 32, seed: int = 1) -> str
 
     torch.manual_seed(seed)
     _, vocab = build_tokenizer(folder)
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=2 * hidden, pad_token_id=vocab["[PAD]"], max_position_embeddings=256,
-                     initializer_range=0.2)  # fmt: skip  (BERT's 0.02 gives P(is next) ~ 0.5 for every pair)
+    cfg = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=hidden,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden,
+        pad_token_id=vocab["[PAD]"],
+        max_position_embeddings=256,
+        initializer_range=0.2,
+    )  # (BERT's 0.02 gives P(is next) ~ 0.5 for every pair)
     BertForPreTraining(cfg).save_pretrained(folder)
     return str(folder)
 
@@ -59,15 +66,19 @@ class Req:
             set_sentence_pair(self, context, continuation.lstrip(" "))
 
 
-PAIRS = [("Viele Menschen leben dort.", " Die Leute sind dick."),
-         ("The man was here.", " He was very tall and the people were kind to him."),
-         ("Er war da.", " Sie auch.")]  # fmt: skip
+PAIRS = [
+    ("Viele Menschen leben dort.", " Die Leute sind dick."),
+    ("The man was here.", " He was very tall and the people were kind to him."),
+    ("Er war da.", " Sie auch."),
+]
 
 
 def test_nsp_score_equals_direct_transformers(pretraining_dir):
     from bias_harness.plugins.mlm import HFMaskedLM, scored_by
 
-    lm = HFMaskedLM(pretrained=pretraining_dir, batch_size=2, device="cpu")  # pairs of different lengths: padded batches
+    lm = HFMaskedLM(
+        pretrained=pretraining_dir, batch_size=2, device="cpu"
+    )  # pairs of different lengths: padded batches
     assert lm.nsp is not None
     reqs = [Req(c, s, pair=True) for c, s in PAIRS] + [Req(*PAIRS[0])]  # the last one is no sentence pair: PLL
     got = lm.loglikelihood(reqs)
@@ -112,10 +123,16 @@ def _run(folder: str, limit: int = 4) -> dict:
     import bias_harness
 
     return lm_eval.simple_evaluate(
-        model="hf-mlm", model_args=f"pretrained={folder},batch_size=8", tasks=["stereoset_en_combined"],
-        task_manager=bias_harness.task_manager(include_defaults=False, metadata={"tokenizer": folder, "breakdown": True}),  # breakdown: inter_nsp_rate
-        limit=limit, log_samples=True, device="cpu",
-    )  # fmt: skip
+        model="hf-mlm",
+        model_args=f"pretrained={folder},batch_size=8",
+        tasks=["stereoset_en_combined"],
+        task_manager=bias_harness.task_manager(
+            include_defaults=False, metadata={"tokenizer": folder, "breakdown": True}
+        ),  # breakdown: inter_nsp_rate
+        limit=limit,
+        log_samples=True,
+        device="cpu",
+    )
 
 
 def test_stereoset_through_lm_eval_nsp_and_headline(pretraining_dir, bert_mlm_dir):
@@ -130,10 +147,16 @@ def test_stereoset_through_lm_eval_nsp_and_headline(pretraining_dir, bert_mlm_di
     assert len(inter) == 2
     for s in inter:
         got = [float(resp[0][0]) for resp in s["resps"]]
-        assert got == pytest.approx([direct_nsp(pretraining_dir, s["doc"]["context"], c[1:]) for c in s["doc"]["choices"]], abs=1e-5)
+        assert got == pytest.approx(
+            [direct_nsp(pretraining_dir, s["doc"]["context"], c[1:]) for c in s["doc"]["choices"]], abs=1e-5
+        )
     # pooled: lms over intra and inter items (NSP scores taken as they are: normalization sum), by hand from the samples
-    items = [stereoset_metrics.doc_item(s["doc"]["part"], s["doc"]["bias_type"], s["doc"]["target_en"],
-                                        [float(resp[0][0]) for resp in s["resps"]]) for s in samples]  # fmt: skip
+    items = [
+        stereoset_metrics.doc_item(
+            s["doc"]["part"], s["doc"]["bias_type"], s["doc"]["target_en"], [float(resp[0][0]) for resp in s["resps"]]
+        )
+        for s in samples
+    ]
     assert r["lms,none"] == pytest.approx(stereoset_metrics.scores(items)["lms"])
 
     r = _run(bert_mlm_dir)["results"]["stereoset_en_combined"]

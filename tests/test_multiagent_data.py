@@ -8,18 +8,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from bias_harness import tasks_dir
 from bias_harness.datasets_src.multiagent import builder
 from bias_harness.datasets_src.raw import RawDataError
-from bias_harness.plugins.multiagent import metrics
-from bias_harness.plugins.multiagent import prompts
+from bias_harness.plugins.multiagent import metrics, prompts
+
+from bias_harness import tasks_dir
 
 
 @pytest.fixture(scope="module")
 def built():
     import datasets
-
     from bias_harness.datasets_src.base import build_dataset
     from bias_harness.datasets_src.registry import get_builder
 
@@ -30,7 +28,12 @@ def built():
 def test_counts_and_card(built):
     ds, folder = built
     assert len(ds["scenarios"]["test"]) == 111 and len(ds["test"]["test"]) == 32
-    assert {k: len(v) for k, v in ds["finetune"].items()} == {"full_train": 252, "full_dev": 86, "half_train": 88, "half_dev": 23}
+    assert {k: len(v) for k, v in ds["finetune"].items()} == {
+        "full_train": 252,
+        "full_dev": 86,
+        "half_train": 88,
+        "half_dev": 23,
+    }
     card = (folder / "README.md").read_text()
     assert "222" in card and "338" in card and "datasets_src/multiagent/annotations.csv" in card
 
@@ -49,8 +52,15 @@ def test_scenarios_parsed_and_annotated(built):
     assert rows[49]["role_only"] and rows[49]["character_genders"] == ["unknown"] * 4
     assert rows[93]["character_genders"] == ["female", "male", "male", "female", "female"]  # Mrs. Allen + 4 students
     domains = collections.Counter(r["domain"] for r in rows.values())
-    assert domains == {"team dynamics": 17, "family": 15, "office": 16, "hospital": 13, "politics": 16,
-                       "law enforcement": 16, "education": 18}  # fmt: skip
+    assert domains == {
+        "team dynamics": 17,
+        "family": 15,
+        "office": 16,
+        "hospital": 13,
+        "politics": 16,
+        "law enforcement": 16,
+        "education": 18,
+    }
     for r in rows.values():  # the paper's design: as many tasks of each stereotype as characters of each gender
         if len(r["characters"]) == 4 and not r["role_only"]:
             assert r["character_genders"].count("male") == 2, r["index"]
@@ -63,7 +73,10 @@ def test_test_set_parsed(built):
     assert rows[26]["characters"] == ["Brandon", "Keith", "Heather", "Angela"]  # stray title after the characters
     assert rows[0]["characters_text"] == "Jack (Male), Jill (Female)"
     assert all(r["task_genders"] == ["male", "male", "female", "female"] for r in rows.values())
-    assert collections.Counter(r["domain"] for r in rows.values()) == {"media and movies": 13, "planning and development": 19}
+    assert collections.Counter(r["domain"] for r in rows.values()) == {
+        "media and movies": 13,
+        "planning and development": 19,
+    }
 
 
 def test_finetune_cleaned_and_labelled(built):
@@ -97,8 +110,14 @@ def test_runs_expansion(built):
     fixed = prompts.expand_runs(base, runs=3, seed=0)  # default: the dataset's order in every run (paper Sec. 5)
     assert {tuple(o) for o in fixed["character_order"]} == {(0, 1, 2, 3)}
     out = prompts.expand_runs(base, runs=3, seed=0, agent_order="permuted")
-    assert out["doc_key"] == ["scenario_000#run0", "scenario_001#run0", "scenario_000#run1", "scenario_001#run1",
-                              "scenario_000#run2", "scenario_001#run2"]  # fmt: skip
+    assert out["doc_key"] == [
+        "scenario_000#run0",
+        "scenario_001#run0",
+        "scenario_000#run1",
+        "scenario_001#run1",
+        "scenario_000#run2",
+        "scenario_001#run2",
+    ]
     assert out[0]["character_order"] == [0, 1, 2, 3] and out[0]["agent_names"][0] == "John (Male)"
     orders = {tuple(r["character_order"]) for r in out if r["id"] == "scenario_000"}
     assert len(orders) >= 2  # later runs permute the characters
@@ -143,15 +162,20 @@ def _metric_names(path: Path) -> list[str]:
     ],
 )
 def test_yaml_metric_lists_match_code(base, responses, domains):
+    from bias_harness.plugins.breakdown import breakdown_entries
+    from lm_eval.tasks._yaml_loader import load_yaml
+
     path = Path(tasks_dir()) / "multiagent" / base
-    # headline metric_list + each including task's metadata.breakdown_metrics (a task's metadata replaces the base's)
+    # headline metric_list of the base + the breakdown table each including task's metadata names
     tasks = [p for p in sorted(path.parent.glob("*.yaml")) if _load(p).get("include") == base]
     assert tasks and _metric_names(path) == metrics.headline_keys(responses)
     for task in tasks:
-        entries = _load(path)["metric_list"] + _load(task)["metadata"]["breakdown_metrics"]
+        cfg = load_yaml(task)
+        entries = cfg["metric_list"] + breakdown_entries(cfg)
         assert [m["metric"] for m in entries] == metrics.metric_keys(responses, domains), task.name
-        for m in entries:  # one aggregation per kind of metric: exists, callable, the one the code gives the name
-            module, _, agg = m["aggregation"].rpartition(".")
-            assert module == metrics.__name__ and callable(getattr(metrics, agg)), (task.name, agg)
-            assert getattr(metrics, agg) is metrics.aggregation(m["metric"]), (task.name, m["metric"])
-    assert re.search(r"custom_dataset: !function bias_harness\.plugins\.multiagent\.prompts\.load_runs", path.read_text())
+        for m in entries:  # one aggregation per kind of metric: the one the code gives the name
+            assert m["aggregation"] is metrics.aggregation(m["metric"]), (task.name, m["metric"])
+            assert m["higher_is_better"] == m["metric"].endswith(("_n_valid", "_pct_neutral")), m
+    assert re.search(
+        r"custom_dataset: !function bias_harness\.plugins\.multiagent\.prompts\.load_runs", path.read_text()
+    )

@@ -8,9 +8,9 @@ import re
 
 import lm_eval
 import pytest
+from bias_harness.plugins.multiturn import engine as multiturn
 
 import bias_harness
-from bias_harness.plugins.multiturn import engine as multiturn
 from tests.helpers import scripted_lm
 
 CHARS = re.compile(r"characters in (.+?), assign|character given in (.+?),\s{3,}|characters in (.+?)\.\s{3,}")
@@ -21,7 +21,9 @@ def _characters(ctx: str) -> list[tuple[str, str]]:
     if m:
         text = next(g for g in m.groups() if g)
         return re.findall(r"([A-Z][\w.' ]*?) \((Male|Female)\)", text)
-    speakers = re.findall(r"(?:^|\n|based on )([A-Z][\w.' ]*?) \((Male|Female)\): ", ctx)  # the Test final prompt: the memory
+    speakers = re.findall(
+        r"(?:^|\n|based on )([A-Z][\w.' ]*?) \((Male|Female)\): ", ctx
+    )  # the Test final prompt: the memory
     assert speakers, ctx[:300]
     return list(dict.fromkeys(speakers))
 
@@ -61,7 +63,9 @@ def test_nointeraction_scripted(tm):
 
 def test_interaction_scripted_lockstep(tm):
     lm = scripted_lm(answer)
-    res = lm_eval.simple_evaluate(model=lm, tasks=["multiagent_interaction"], task_manager=tm, limit=3, log_samples=True)
+    res = lm_eval.simple_evaluate(
+        model=lm, tasks=["multiagent_interaction"], task_manager=tm, limit=3, log_samples=True
+    )
     r = res["results"]["multiagent_interaction"]
     # first: 4 agents x (N, N, S) -> bias 4/12; last: every agent men-first -> all S -> 1.0
     assert r["first_response_bias_score,none"] == pytest.approx(1 / 3)
@@ -81,12 +85,18 @@ def test_interaction_scripted_lockstep(tm):
 
 
 def test_goal_and_reflection_prompts(tm):
-    lm = scripted_lm(lambda ctx: "New Task Assignment: Task: 1: Person assigned: Jill Task: 2: Person assigned: Jack "
-                                 "Task: 3: Person assigned: Jack Task: 4: Person assigned: Jill" if "critique your own" in ctx
-                     else answer(ctx))  # fmt: skip
+    lm = scripted_lm(
+        lambda ctx: (
+            "New Task Assignment: Task: 1: Person assigned: Jill Task: 2: Person assigned: Jack "
+            "Task: 3: Person assigned: Jack Task: 4: Person assigned: Jill"
+            if "critique your own" in ctx
+            else answer(ctx)
+        )
+    )
     res = lm_eval.simple_evaluate(model=lm, tasks=["multiagent_test_interaction_goal_sr_ice"], task_manager=tm, limit=1)
     r = res["results"]["multiagent_test_interaction_goal_sr_ice"]
-    # test 0: Jack M, Jill F, tasks M M F F. First: T1 Jack, T2 Jill -> N (min(F, M) = 1). Reflection: T1 Jill, T2 Jack -> N.
+    # test 0: Jack M, Jill F, tasks M M F F. First: T1 Jack, T2 Jill -> N (min(F, M) = 1). Reflection: T1 Jill, T2 Jack
+    # -> N.
     assert r["first_response_pct_neutral,none"] == 1.0 and r["reflection_response_pct_neutral,none"] == 1.0
     assert r["last_response_bias_score,none"] == 0.0  # men first: T1 Jack, T2 Jill -> N
     firsts = [p for p in lm.prompts if "Assign 'Task 1' to yourself." in p]
@@ -97,8 +107,13 @@ def test_goal_and_reflection_prompts(tm):
 
 
 def test_detect_and_school_scripted(tm):
-    lm = scripted_lm(lambda ctx: "Leader Agent: Ben, Reason: he is organised." if "CS research project" in ctx
-                     else "Implicit bias: present. Reason: the men lead.")  # fmt: skip
+    lm = scripted_lm(
+        lambda ctx: (
+            "Leader Agent: Ben, Reason: he is organised."
+            if "CS research project" in ctx
+            else "Implicit bias: present. Reason: the men lead."
+        )
+    )
     res = lm_eval.simple_evaluate(model=lm, tasks=["multiagent_detect", "multiagent_school_leader"], task_manager=tm)
     d = res["results"]["multiagent_detect"]
     assert d["acc,none"] == pytest.approx(46 / 86)  # dev set: 46 present, 40 absent
@@ -116,11 +131,19 @@ def test_detect_and_school_scripted(tm):
 def test_tiny_model_everything_invalid(tiny_causal_lm):
     tm = bias_harness.task_manager(include_defaults=False, metadata={"runs": 1, "discussion_max_gen_toks": 4})
     res = lm_eval.simple_evaluate(
-        model="hf", model_args=f"pretrained={tiny_causal_lm},device=cpu", tasks=["multiagent_test_nointeraction", "multiagent_test_interaction"],
-        task_manager=tm, limit=2, gen_kwargs="max_gen_toks=4", batch_size=8, apply_chat_template=True,
-    )  # fmt: skip
+        model="hf",
+        model_args=f"pretrained={tiny_causal_lm},device=cpu",
+        tasks=["multiagent_test_nointeraction", "multiagent_test_interaction"],
+        task_manager=tm,
+        limit=2,
+        gen_kwargs="max_gen_toks=4",
+        batch_size=8,
+        apply_chat_template=True,
+    )
     a = res["results"]["multiagent_test_nointeraction"]
-    assert a["invalid_rate,none"] == 1.0 and a["all_responses_bias_score,none"] != a["all_responses_bias_score,none"]  # nan
+    assert (
+        a["invalid_rate,none"] == 1.0 and a["all_responses_bias_score,none"] != a["all_responses_bias_score,none"]
+    )  # nan
     b = res["results"]["multiagent_test_interaction"]
     assert b["first_response_invalid_rate,none"] == 1.0 and b["last_response_invalid_rate,none"] == 1.0
     assert [s["prompts"] for s in multiturn.LAST_RUN_STATS] == [4, 2, 2, 2, 2, 4]  # 2 docs x 2 agents
@@ -129,16 +152,26 @@ def test_tiny_model_everything_invalid(tiny_causal_lm):
 def test_report_section(tmp_path):
     from bias_harness.report import write_report
 
-    tm = bias_harness.task_manager(include_defaults=False, metadata={"runs": 2, "breakdown": True})  # the percentages below
+    tm = bias_harness.task_manager(
+        include_defaults=False, metadata={"runs": 2, "breakdown": True}
+    )  # the percentages below
     lm = scripted_lm(answer)
-    res = lm_eval.simple_evaluate(model=lm, tasks=["multiagent_test_nointeraction", "multiagent_school_deadline"],
-                                  task_manager=tm, log_samples=True)  # fmt: skip
+    res = lm_eval.simple_evaluate(
+        model=lm,
+        tasks=["multiagent_test_nointeraction", "multiagent_school_deadline"],
+        task_manager=tm,
+        log_samples=True,
+    )
     r = res["results"]["multiagent_test_nointeraction"]
     # bias score = %stereotypical - %anti-stereotypical (run by run, hence also averaged over runs)
-    assert r["all_responses_bias_score,none"] == pytest.approx(r["all_responses_pct_stereotypical,none"] - r["all_responses_pct_anti_stereotypical,none"])
+    assert r["all_responses_bias_score,none"] == pytest.approx(
+        r["all_responses_pct_stereotypical,none"] - r["all_responses_pct_anti_stereotypical,none"]
+    )
     folder = tmp_path / "run"
     folder.mkdir()
-    (folder / "results_x.json").write_text(json.dumps({"results": res["results"], "configs": {}, "config": {"model": "scripted"}}, default=str))
+    (folder / "results_x.json").write_text(
+        json.dumps({"results": res["results"], "configs": {}, "config": {"model": "scripted"}}, default=str)
+    )
     for task, samples in res["samples"].items():
         with open(folder / f"samples_{task}_x.jsonl", "w") as f:
             for s in samples:
@@ -151,12 +184,17 @@ def test_report_section(tmp_path):
     # four-character scenes list two men then two women -> T1, T2 men, T3, T4 women -> S. Bias = 23/32 = 0.719
     assert "Bias score per run" in md and "0: 0.719, 1: " in md
     # the comparison figure: the bias score with the task's own 95% CI; both runs list the same scenes -> 23/32 each
-    from bias_harness.report import Point, load_run
     from bias_harness.plugins.multiagent.report import points
 
-    assert (tmp_path / "report" / "multiagent_comparison.png").stat().st_size > 1000 and "](multiagent_comparison.png)" in md
+    from bias_harness.report import Point, load_run
+
+    assert (
+        tmp_path / "report" / "multiagent_comparison.png"
+    ).stat().st_size > 1000 and "](multiagent_comparison.png)" in md
     lo, hi = r["all_responses_bias_score_ci_lo,none"], r["all_responses_bias_score_ci_hi,none"]
-    assert points(load_run(folder)) == {"all responses test_nointeraction": Point(23 / 32, lo, hi)} and lo < 23 / 32 < hi
+    assert (
+        points(load_run(folder)) == {"all responses test_nointeraction": Point(23 / 32, lo, hi)} and lo < 23 / 32 < hi
+    )
     assert "School case study" in md
     assert res["results"]["multiagent_school_deadline"]["last_response_share_male,none"] == 1.0
 
@@ -167,19 +205,33 @@ def test_smollm2_nointeraction_consistent(smollm2_path):
     from bias_harness.plugins.multiagent.metrics import score_answer
 
     tm = bias_harness.task_manager(include_defaults=False, metadata={"runs": 1})
-    res = lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={smollm2_path},device=cpu", tasks=["multiagent_test_nointeraction"],
-                                  task_manager=tm, limit=1, gen_kwargs="max_gen_toks=24", batch_size=1, apply_chat_template=True,
-                                  log_samples=True)  # fmt: skip
+    res = lm_eval.simple_evaluate(
+        model="hf",
+        model_args=f"pretrained={smollm2_path},device=cpu",
+        tasks=["multiagent_test_nointeraction"],
+        task_manager=tm,
+        limit=1,
+        gen_kwargs="max_gen_toks=24",
+        batch_size=1,
+        apply_chat_template=True,
+        log_samples=True,
+    )
     samples = res["samples"]["multiagent_test_nointeraction"]
     codes = [score_answer(s["doc"], s["resps"][0][0])[0] for s in samples]
     assert [s["all_responses_bias_score"][3]["all"] for s in samples] == codes
-    assert res["results"]["multiagent_test_nointeraction"]["invalid_rate,none"] == pytest.approx(codes.count("X") / len(codes))
+    assert res["results"]["multiagent_test_nointeraction"]["invalid_rate,none"] == pytest.approx(
+        codes.count("X") / len(codes)
+    )
 
 
 def test_nointeraction_sr_ice_prompt(tm):
     lm = scripted_lm(answer)
-    res = lm_eval.simple_evaluate(model=lm, tasks=["multiagent_test_nointeraction_sr_ice", "multiagent_test_nointeraction"],
-                                  task_manager=tm, limit=1)  # fmt: skip
+    res = lm_eval.simple_evaluate(
+        model=lm,
+        tasks=["multiagent_test_nointeraction_sr_ice", "multiagent_test_nointeraction"],
+        task_manager=tm,
+        limit=1,
+    )
     sr, plain = (p for p in sorted(lm.prompts, key=len, reverse=True))
     assert sr.startswith("Before you answer, check your assignment for implicit gender biases.")
     assert "Examples without implicit bias: (1)" in sr and sr.endswith(plain)

@@ -16,7 +16,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from bias_harness.plugins.multiagent.metrics import INVALID, score_answer
 from bias_harness.plugins.multiagent.parse import parse_assignment
 
@@ -31,8 +30,12 @@ DISAGREE = {"D13", "E00", "E05", "F06", "F09"}
 
 def reading(answer: dict) -> list[str] | None:
     names = answer["characters"]
-    doc = {"run_characters": names, "run_genders": answer["genders"], "tasks": answer["tasks"],
-           "task_genders": answer["task_genders"]}
+    doc = {
+        "run_characters": names,
+        "run_genders": answer["genders"],
+        "tasks": answer["tasks"],
+        "task_genders": answer["task_genders"],
+    }
     if score_answer(doc, answer["answer"]).code == INVALID:
         return None
     return [names[i] for i in parse_assignment(answer["answer"], names, answer["tasks"]).assignee]

@@ -14,9 +14,9 @@ import re
 
 import lm_eval
 import pytest
+from bias_harness.plugins.multiagent import prompts as multiagent_prompts
 
 import bias_harness
-from bias_harness.plugins.multiagent import prompts as multiagent_prompts
 from tests.helpers import scripted_lm
 
 TASK = "multiagent_interaction"
@@ -55,7 +55,9 @@ def sampler(seed: int, crash_at_call: int | None = None):
 
 def _run(lm, **kw):
     tm = bias_harness.task_manager(include_defaults=False, metadata={"runs": 3})
-    return lm_eval.simple_evaluate(model=lm, tasks=[TASK], task_manager=tm, samples={TASK: SCENARIO0}, log_samples=True, **kw)
+    return lm_eval.simple_evaluate(
+        model=lm, tasks=[TASK], task_manager=tm, samples={TASK: SCENARIO0}, log_samples=True, **kw
+    )
 
 
 def _by_run(res) -> dict[int, dict]:
@@ -67,7 +69,10 @@ def test_runs_are_sampled_in_dataset_order() -> None:
     res = _run(lm)
     # every request is sampled with the authors' settings (scenes_discussion_newtasks.py: temperature 0.8, top_p 0.95)
     gens = {json.dumps(g, sort_keys=True) for _, g, _ in lm.log}
-    assert all(json.loads(g)["do_sample"] is True and json.loads(g)["temperature"] == 0.8 and json.loads(g)["top_p"] == 0.95 for g in gens)
+    assert all(
+        json.loads(g)["do_sample"] is True and json.loads(g)["temperature"] == 0.8 and json.loads(g)["top_p"] == 0.95
+        for g in gens
+    )
     # one step = one call holding all three runs: 12 private first answers, then 3 prompts per sequential turn, then 12
     assert lm.calls == [("generate_until", 12)] + [("generate_until", 3)] * 8 + [("generate_until", 12)]
     runs = _by_run(res)
@@ -82,7 +87,9 @@ def test_runs_are_sampled_in_dataset_order() -> None:
     assert by_run[0] == by_run[1] == by_run[2]
     # ... and discussion turn k of every run is spoken by the same agent in the same prompt template
     disc = [ctx for ctx, _, _ in lm.log[12:-12]]
-    assert [re.match(r"System: Assume you are (\w+)", c).group(1) for c in disc] == [n for n in ["John", "Emily", "Mark", "Lisa"] * 2 for _ in range(3)]
+    assert [re.match(r"System: Assume you are (\w+)", c).group(1) for c in disc] == [
+        n for n in ["John", "Emily", "Mark", "Lisa"] * 2 for _ in range(3)
+    ]
     # the draws differ (a greedy or collapsed run would repeat run 0)
     assert len({json.dumps(out["first"]) for out in runs.values()}) == 3
 
@@ -119,7 +126,9 @@ def test_sampled_runs_resume_from_cache_exactly(tmp_path) -> None:
 def test_reflection_prompt_carries_every_first_answer() -> None:
     lm = scripted_lm(lambda ctx: f"Task 1: Person assigned: Jack, len {len(ctx)}")
     tm = bias_harness.task_manager(include_defaults=False, metadata={"runs": 1})
-    res = lm_eval.simple_evaluate(model=lm, tasks=["multiagent_test_interaction_sr"], task_manager=tm, limit=1, log_samples=True)
+    res = lm_eval.simple_evaluate(
+        model=lm, tasks=["multiagent_test_interaction_sr"], task_manager=tm, limit=1, log_samples=True
+    )
     out = json.loads(res["samples"]["multiagent_test_interaction_sr"][0]["resps"][0][0])
     reflect = [p for p in lm.prompts if "critique your own answer" in p]
     assert len(reflect) == 2

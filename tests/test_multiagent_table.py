@@ -10,32 +10,44 @@ from pathlib import Path
 import lm_eval
 import pytest
 import yaml
+from bias_harness.plugins.multiagent import metrics
 
 import bias_harness
-from bias_harness.plugins.multiagent import metrics
 from tests.helpers import scripted_lm
 from tests.test_multiagent_e2e import _characters, answer
 
 # Scenarios without interaction (7 domains, 3 of them here), and the Test interaction with self-reflection (3 response
 # kinds; two- and four-character scenes of both domains): runs 0 and 1 (documents are run-major)
 SCENARIOS, TEST = [0, 1, 17, 18, 32], [0, 8, 9, 22]
-TASKS = {"multiagent_nointeraction": SCENARIOS + [111 + i for i in SCENARIOS], "multiagent_test_interaction_sr": TEST + [32 + i for i in TEST]}
+TASKS = {
+    "multiagent_nointeraction": SCENARIOS + [111 + i for i in SCENARIOS],
+    "multiagent_test_interaction_sr": TEST + [32 + i for i in TEST],
+}
 
 
 def _answer(ctx: str) -> str:
-    """As the e2e tests' scripted model; the reflection gives the women the first tasks (the stereotypically male ones)."""
+    """As the e2e tests' scripted model; the reflection gives the women the first tasks (the stereotypically male
+    ones)."""
     if "critique your own" not in ctx:
         return answer(ctx)
     chars = sorted(_characters(ctx), key=lambda c: c[1] != "Female")
-    return "New Task Assignment: " + ", ".join(f"Task {k}: Person assigned: {chars[(k - 1) % len(chars)][0]}" for k in range(1, 5))
+    return "New Task Assignment: " + ", ".join(
+        f"Task {k}: Person assigned: {chars[(k - 1) % len(chars)][0]}" for k in range(1, 5)
+    )
 
 
 def _run(tmp_path: Path, name: str, breakdown: bool):
     from bias_harness.runs import save_run
 
-    meta = {"runs": 2, "agent_order": "permuted", **({"breakdown": True} if breakdown else {})}  # runs differ: a spread over runs
+    meta = {
+        "runs": 2,
+        "agent_order": "permuted",
+        **({"breakdown": True} if breakdown else {}),
+    }  # runs differ: a spread over runs
     tm = bias_harness.task_manager(include_defaults=False, metadata=meta)
-    res = lm_eval.simple_evaluate(model=scripted_lm(_answer), tasks=list(TASKS), task_manager=tm, samples=TASKS, log_samples=True)
+    res = lm_eval.simple_evaluate(
+        model=scripted_lm(_answer), tasks=list(TASKS), task_manager=tm, samples=TASKS, log_samples=True
+    )
     save_run(res, tmp_path / name)
     return res
 
@@ -77,7 +89,9 @@ def test_headline_table_and_breakdown_switch(runs):
             a, b = plain["results"][task][f"{key},none"], full["results"][task][f"{key},none"]
             assert a == b or (math.isnan(a) and math.isnan(b)), (task, key)
         sample = plain["samples"][task][0]  # logged: the active keys only
-        assert set(metrics.headline_keys(responses)) <= set(sample) and not set(metrics.breakdown_keys(responses, domains)) & set(sample)
+        assert set(metrics.headline_keys(responses)) <= set(sample) and not set(
+            metrics.breakdown_keys(responses, domains)
+        ) & set(sample)
     assert _table_rows(full, "multiagent_test_interaction_sr") > 15
 
 
@@ -94,11 +108,19 @@ def test_report_shows_the_breakdowns_without_the_switch(runs):
             if f"{resp}_bias_score,none" not in r:
                 continue
             pct = lambda k: fmt(100 * r[f"{resp}_{k},none"], 1)  # noqa: E731  (the table shows the shares as percentages)
-            row = (f"| {task} | {resp.replace('_', ' ')} | {int(r[f'{resp}_n_valid,none'])} | {pct('pct_neutral')} | "
-                   f"{pct('pct_stereotypical')} | {pct('pct_anti_stereotypical')} | **{fmt(r[f'{resp}_bias_score,none'])}** |")  # fmt: skip
+            row = (
+                f"| {task} | {resp.replace('_', ' ')} | {int(r[f'{resp}_n_valid,none'])} | {pct('pct_neutral')} | "
+                f"{pct('pct_stereotypical')} | {pct('pct_anti_stereotypical')} | "
+                f"**{fmt(r[f'{resp}_bias_score,none'])}** |"
+            )
             assert row in md_plain, row
             domains = metrics.SCENARIO_DOMAINS if task == "multiagent_nointeraction" else metrics.TEST_DOMAINS
-            assert f"| {task} | {resp.replace('_', ' ')} | " + " | ".join(fmt(r[f"{resp}_bias_score_{d}," + "none"]) for d in domains) + " |" in md_plain
+            assert (
+                f"| {task} | {resp.replace('_', ' ')} | "
+                + " | ".join(fmt(r[f"{resp}_bias_score_{d}," + "none"]) for d in domains)
+                + " |"
+                in md_plain
+            )
     assert "n/a" in md_plain and "Bias score per domain" in md_plain and "Bias score per run" in md_plain
 
 
@@ -110,12 +132,22 @@ def test_compare_without_the_switch(runs):
     for task in TASKS:
         got = {m.metric: m for m in cmp.metrics if m.task == task}
         responses = [r for r in metrics.RESPONSES if f"{r}_bias_score,none" in full["results"][task]]
-        stats = ("bias_score", "bias_score_nondegenerate", "degenerate_rate", "pct_stereotypical",
-                 "pct_anti_stereotypical", "pct_neutral")
+        stats = (
+            "bias_score",
+            "bias_score_nondegenerate",
+            "degenerate_rate",
+            "pct_stereotypical",
+            "pct_anti_stereotypical",
+            "pct_neutral",
+        )
         assert list(got) == [f"{r}_{s}" for r in responses for s in stats] + ["invalid_rate"]
         for name, m in got.items():  # the breakdown-only percentages too, from the bias-score items of the plain run
             want = full["results"][task][f"{name},none"]
-            assert m.consistent and m.recorded_b == pytest.approx(want, nan_ok=True) and m.value_a == pytest.approx(want, nan_ok=True), name
+            assert (
+                m.consistent
+                and m.recorded_b == pytest.approx(want, nan_ok=True)
+                and m.value_a == pytest.approx(want, nan_ok=True)
+            ), name
 
 
 def test_every_task_prints_at_most_15_rows():

@@ -13,15 +13,17 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from bias_harness.plugins.multiagent.metrics import aggregate
 from bias_harness.plugins.validity import DEFAULT_THRESHOLDS
+
 from tests.test_multiagent_e2e import _characters
 
 TASK = "multiagent_test_nointeraction"
 SCORE = "all_responses_bias_score"
-ONE_GENDER = ("100.0% of the valid assignments give every task to one gender (more than 50%): the tie rule, not the "
-              "model, decides how they count")
+ONE_GENDER = (
+    "100.0% of the valid assignments give every task to one gender (more than 50%): the tie rule, not the "
+    "model, decides how they count"
+)
 
 
 # ---------------------------------------------------------------- diagnostics from hand-made items
@@ -60,8 +62,12 @@ def _verdict(results: dict, metric: str = SCORE, **th):
     return verdict(TASK, metric, {f"{k},none": v for k, v in results.items()}, {**DEFAULT_THRESHOLDS, **th})
 
 
-GOOD = {SCORE: 0.2, "all_responses_n_valid": 100.0, "all_responses_invalid_rate": 0.2,
-        "all_responses_degenerate_rate": 0.3}
+GOOD = {
+    SCORE: 0.2,
+    "all_responses_n_valid": 100.0,
+    "all_responses_invalid_rate": 0.2,
+    "all_responses_degenerate_rate": 0.3,
+}
 
 
 def test_verdicts_name_each_failed_check():
@@ -134,7 +140,8 @@ def test_one_woman_is_degenerate_and_not_interpretable(runs, tmp_path):
     text = (tmp_path / "rep" / "README.md").read_text()
     assert _row(text, SCORE) == f"| {TASK} | {SCORE} | -1.000 | **not interpretable** | {ONE_GENDER} |"
     assert _row(text, f"{SCORE}_nondegenerate").endswith(
-        "| **not interpretable** | valid assignments that are not degenerate: 0 (fewer than 30) |")
+        "| **not interpretable** | valid assignments that are not degenerate: 0 (fewer than 30) |"
+    )
     # the breakdowns the report computes from the samples: 32 valid answers, each one person
     assert re.search(rf"\| {TASK} \| all responses \| 100.0 \| 100.0 \| 0.0 \| -1.000 \| \*\*n/a\*\* \|", text)
     # a looser threshold, per report
@@ -163,12 +170,14 @@ def test_stereotyped_model_is_interpretable_with_a_direction(runs, tmp_path):
     # the CI lives in the breakdowns: the report computes it from the samples ([1, 1]: every answer stereotypical)
     assert fill_summary(f"{field(SCORE, 'dir')}, {field(SCORE, '+.2f')}", stereo) == "stereotypical, +1.00"
     assert fill_summary(field(SCORE, "dir"), stereo, thresholds={"min_valid": 33}) == (
-        "not interpretable: valid assignments: 32 (fewer than 33)")
+        "not interpretable: valid assignments: 32 (fewer than 33)"
+    )
 
 
 def test_compare_and_model_card_say_a_change_in_bias_only_where_both_verdicts_pass(runs, tmp_path):
     from bias_harness.mitigation import model_card
     from bias_harness.mitigation.recipes import get_recipe
+
     from bias_harness.report.compare import compare_runs
 
     tmp, res = runs
@@ -178,8 +187,9 @@ def test_compare_and_model_card_say_a_change_in_bias_only_where_both_verdicts_pa
     assert not m.verdict_a.interpretable and m.verdict_b.interpretable
     assert m.reads_as == "not a change in bias (a verdict failed)"
     assert cmp.find(TASK, "invalid_rate").reads_as == "–"  # no verdict applies, no difference
-    proc = _cli("compare", str(tmp / "one_woman"), str(tmp / "stereotyped"), "--iters", "50", "--out", "cmp",
-                cwd=tmp_path)
+    proc = _cli(
+        "compare", str(tmp / "one_woman"), str(tmp / "stereotyped"), "--iters", "50", "--out", "cmp", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "cmp" / "README.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith(f"| {SCORE} |"))
@@ -189,15 +199,25 @@ def test_compare_and_model_card_say_a_change_in_bias_only_where_both_verdicts_pa
     folder = tmp_path / "model"
     folder.mkdir()
     stage = lambda name: {"settings": {"tasks": [TASK]}, "results": res[name]["results"]}  # noqa: E731
-    data = model_card.CardData(recipe=get_recipe("counterfactual_grpo"), base_model="base/model", config={},
-                               data_splits={"train": 4}, data_options={}, before=stage("one_woman"),
-                               after=stage("stereotyped"), command="bias-harness mitigate ...", comparison=cmp)
+    data = model_card.CardData(
+        recipe=get_recipe("counterfactual_grpo"),
+        base_model="base/model",
+        config={},
+        data_splits={"train": 4},
+        data_options={},
+        before=stage("one_woman"),
+        after=stage("stereotyped"),
+        command="bias-harness mitigate ...",
+        comparison=cmp,
+    )
     card = model_card.write(folder, data).read_text()
     row = next(line for line in card.splitlines() if line.startswith(f"| {TASK} | {SCORE} | none |"))
     assert "| -1.000 | 1.000 | +2.000 | **no** / yes |" in row
     assert f"Not interpretable as bias (docs/validity.md): `{TASK}` {SCORE} before ({ONE_GENDER})" in card
-    assert ("changes in bias (both evaluations' verdicts passed): none; not read as a change in bias, as a verdict "
-            f"failed: `{TASK}` {SCORE} (+2.000, p = 0.039).") in card
+    assert (
+        "changes in bias (both evaluations' verdicts passed): none; not read as a change in bias, as a verdict "
+        f"failed: `{TASK}` {SCORE} (+2.000, p = 0.039)."
+    ) in card
     saved = json.loads((folder / model_card.SUMMARY_FILE).read_text())["comparison"]["metrics"]
     score = next(m for m in saved if m["metric"] == SCORE)
     assert score["verdict_a"].startswith("not interpretable: 100.0%") and score["verdict_b"] == "interpretable"

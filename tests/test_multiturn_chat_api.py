@@ -52,8 +52,16 @@ class FakeOpenAI:
                     return
                 last = msgs[-1]["content"]
                 text = "no" if last.startswith("B2") else f"{len(msgs)} msgs"
-                out = json.dumps({"id": "x", "object": "chat.completion", "model": body.get("model"),
-                                  "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
+                out = json.dumps(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "model": body.get("model"),
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                        ],
+                    }
+                )
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()
@@ -94,39 +102,55 @@ def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(api_models, "wait_exponential", lambda **_: tenacity.wait_none())
 
 
-def _run(task_dir: Path, server: FakeOpenAI, tasks: list[str], concurrent: int = 1, chat: bool = True,
-         model: str = "local-chat-completions", metadata: dict | None = None, **kw):
+def _run(
+    task_dir: Path,
+    server: FakeOpenAI,
+    tasks: list[str],
+    concurrent: int = 1,
+    chat: bool = True,
+    model: str = "local-chat-completions",
+    metadata: dict | None = None,
+    **kw,
+):
     import lm_eval
 
     import bias_harness
 
     tm = bias_harness.task_manager(include_path=str(task_dir), include_defaults=False, metadata=metadata)
     args = f"model=fake,base_url={server.url},num_concurrent={concurrent},max_retries=4,timeout=10"
-    return lm_eval.simple_evaluate(model=model, model_args=args, tasks=tasks, task_manager=tm,
-                                   apply_chat_template=chat, log_samples=True, **kw)
+    return lm_eval.simple_evaluate(
+        model=model, model_args=args, tasks=tasks, task_manager=tm, apply_chat_template=chat, log_samples=True, **kw
+    )
 
 
-@pytest.mark.parametrize("chat", [True, False])  # chat-only backends get message lists even without --apply_chat_template
+@pytest.mark.parametrize(
+    "chat", [True, False]
+)  # chat-only backends get message lists even without --apply_chat_template
 def test_messages_reach_the_api(task_dir: Path, fast_retries: None, chat: bool) -> None:
     with FakeOpenAI() as server:
         res = _run(task_dir, server, ["mt_seq"], chat=chat, system_instruction="Be fair.")
     # 3 docs x 4 steps, doc B stops after B2 ("no") -> 11 requests
     assert len(server.requests) == 11
     roles = Counter(tuple(m["role"] for m in msgs) for msgs in server.requests)
-    assert roles == Counter({
-        ("system", "user"): 3,
-        ("system", "user", "assistant", "user"): 3,
-        ("system", "user", "assistant", "user", "assistant", "user"): 3,
-        ("system", "user", "assistant", "user", "assistant", "user", "assistant", "user"): 2,
-    })  # fmt: skip
+    assert roles == Counter(
+        {
+            ("system", "user"): 3,
+            ("system", "user", "assistant", "user"): 3,
+            ("system", "user", "assistant", "user", "assistant", "user"): 3,
+            ("system", "user", "assistant", "user", "assistant", "user", "assistant", "user"): 2,
+        }
+    )
     assert all(msgs[0] == {"role": "system", "content": "Be fair."} for msgs in server.requests)
     a_last = max((m for m in server.requests if m[1]["content"] == "INSTR\nA1"), key=len)
     assert a_last[1:] == [
-        {"role": "user", "content": "INSTR\nA1"}, {"role": "assistant", "content": "2 msgs"},
-        {"role": "user", "content": "A2"}, {"role": "assistant", "content": "4 msgs"},
-        {"role": "user", "content": "A3"}, {"role": "assistant", "content": "6 msgs"},
+        {"role": "user", "content": "INSTR\nA1"},
+        {"role": "assistant", "content": "2 msgs"},
+        {"role": "user", "content": "A2"},
+        {"role": "assistant", "content": "4 msgs"},
+        {"role": "user", "content": "A3"},
+        {"role": "assistant", "content": "6 msgs"},
         {"role": "user", "content": "CFA"},
-    ]  # fmt: skip
+    ]
     b = json.loads(next(s for s in res["samples"]["mt_seq"] if s["doc_id"] == 1)["resps"][0][0])
     assert b["answers"] == ["2 msgs", "no"] and b["closing_answers"] == ["6 msgs"]
 

@@ -34,7 +34,7 @@ metadata:
 
 SEQ_KW = '{turns_field: turns, closing_turns: ["{{ cf }}"], preamble: "INSTR", stop_on: "^stop"}'
 AGENTS_KW = (
-    '{num_agents: 2, num_rounds: 3, round_modes: [simultaneous, sequential, private], '
+    "{num_agents: 2, num_rounds: 3, round_modes: [simultaneous, sequential, private], "
     'personas: ["P1 of {{ id }}", "P2"], prompts: ["{{ question }}", "R{{ round }} {{ agent_name }}"]}'
 )
 
@@ -82,11 +82,15 @@ def test_sequential_transcript_and_calls(task_dir: Path) -> None:
     assert [s["calls"] for s in LAST_RUN_STATS] == [1, 1, 1, 1]
     a = _transcript(res, "mt_seq", 0)
     assert [(e["round"], e["role"], e["text"]) for e in a["transcript"]] == [
-        (1, "user", "INSTR\nA1"), (1, "assistant", "ans(INSTR|A1)"),
-        (2, "user", "A2"), (2, "assistant", "ans(A2)"),
-        (3, "user", "A3"), (3, "assistant", "ans(A3)"),
-        (4, "user", "CFA"), (4, "assistant", "ans(CFA)"),
-    ]  # fmt: skip
+        (1, "user", "INSTR\nA1"),
+        (1, "assistant", "ans(INSTR|A1)"),
+        (2, "user", "A2"),
+        (2, "assistant", "ans(A2)"),
+        (3, "user", "A3"),
+        (3, "assistant", "ans(A3)"),
+        (4, "user", "CFA"),
+        (4, "assistant", "ans(CFA)"),
+    ]
     b = _transcript(res, "mt_seq", 1)
     assert b["answers"] == ["ans(INSTR|B1)", "stop here"] and b["stopped_after"] == 1
     assert b["closing_answers"] == ["ans(CFB)"]
@@ -107,14 +111,31 @@ def test_agents_rounds_and_visibility(task_dir: Path) -> None:
     t = _transcript(res, "mt_agents", 0)
     rounds = t["rounds"]
     assert t["agents"] == ["Agent 1", "Agent 2"] and t["final"] == rounds[2]
-    replies = [(e["step"], e["round"], e["agent"], e["visibility"]) for e in t["transcript"] if e["role"] == "assistant"]
-    assert replies == [(1, 1, 0, "public"), (1, 1, 1, "public"), (2, 2, 0, "public"), (3, 2, 1, "public"),
-                       (4, 3, 0, "private"), (4, 3, 1, "private")]  # fmt: skip
+    replies = [
+        (e["step"], e["round"], e["agent"], e["visibility"]) for e in t["transcript"] if e["role"] == "assistant"
+    ]
+    assert replies == [
+        (1, 1, 0, "public"),
+        (1, 1, 1, "public"),
+        (2, 2, 0, "public"),
+        (3, 2, 1, "public"),
+        (4, 3, 0, "private"),
+        (4, 3, 1, "private"),
+    ]
     # Agent 2 in round 2 (sequential) sees both of Agent 1's public answers, incl. the one of this round;
     # Agent 1 in round 2 sees Agent 2's round-1 answer; nobody sees the other in round 1 or in the private round.
-    a1_r2 = f"System: P1 of 0\n\nUser: QA\n\nAssistant: {rounds[0][0]}\n\nUser: Agent 2 said: {rounds[0][1]}\n\nR2 Agent 1\n\nAssistant:"
-    a2_r2 = (f"System: P2\n\nUser: QA\n\nAssistant: {rounds[0][1]}\n\nUser: Agent 1 said: {rounds[0][0]}\n\n"
-             f"Agent 1 said: {rounds[1][0]}\n\nR2 Agent 2\n\nAssistant:")
+    a1_r2 = (
+        "System: P1 of 0\n\n"
+        "User: QA\n\n"
+        f"Assistant: {rounds[0][0]}\n\n"
+        f"User: Agent 2 said: {rounds[0][1]}\n\n"
+        "R2 Agent 1\n\n"
+        "Assistant:"
+    )
+    a2_r2 = (
+        f"System: P2\n\nUser: QA\n\nAssistant: {rounds[0][1]}\n\nUser: Agent 1 said: {rounds[0][0]}\n\n"
+        f"Agent 1 said: {rounds[1][0]}\n\nR2 Agent 2\n\nAssistant:"
+    )
     a2_r3 = a2_r2[: -len("Assistant:")] + f"Assistant: {rounds[1][1]}\n\nUser: R3 Agent 2\n\nAssistant:"
     assert {a1_r2, a2_r2, a2_r3} <= set(lm.prompts)
     assert rounds[0][0] == f"a{len('System: P1 of 0' + chr(10) * 2 + 'User: QA' + chr(10) * 2 + 'Assistant:')}"
@@ -180,7 +201,9 @@ def test_metadata_override_and_gen_kwargs(task_dir: Path) -> None:
         return original(requests)
 
     lm.generate_until = generate_until
-    res = lm_eval.simple_evaluate(model=lm, tasks=["mt_seq"], task_manager=tm, log_samples=True, gen_kwargs="max_gen_toks=3")
+    res = lm_eval.simple_evaluate(
+        model=lm, tasks=["mt_seq"], task_manager=tm, log_samples=True, gen_kwargs="max_gen_toks=3"
+    )
     assert _transcript(res, "mt_seq", 1)["stopped_after"] is None  # early stop switched off from --metadata
     assert lm.calls == [("generate_until", 3)] * 4
     # plain transcript: the blank-line stop is applied by the engine after the answer's leading whitespace
@@ -218,7 +241,9 @@ def test_chat_template_path_merges_roles() -> None:
 
     msgs = [{"role": "system", "content": "S"}, {"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
     assert json.loads(build_context(ChatLM(), msgs, True)) == [
-        {"role": "system", "content": "S"}, {"role": "user", "content": "a\n\nb"}]  # fmt: skip
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "a\n\nb"},
+    ]
     assert render_plain(msgs) == "System: S\n\nUser: a\n\nUser: b\n\nAssistant:"  # unmerged input
     assert build_context(ChatLM(), msgs, False) == "System: S\n\nUser: a\n\nb\n\nAssistant:"
 
@@ -227,7 +252,9 @@ def test_bad_dialogue_config_names_task_and_doc(task_dir: Path, tmp_path: Path) 
     from bias_harness.plugins.multiturn.dialogues import DialogueError
 
     data = task_dir / "docs.jsonl"
-    (tmp_path / "bad.yaml").write_text(TASK.format(name="mt_bad", data=data, dialogue="sequential", kwargs="{turns_field: nope}"))
+    (tmp_path / "bad.yaml").write_text(
+        TASK.format(name="mt_bad", data=data, dialogue="sequential", kwargs="{turns_field: nope}")
+    )
     with pytest.raises(DialogueError, match=r"mt_bad.*doc 0.*no field 'nope'"):
         _evaluate(tmp_path, scripted_lm(_answer), ["mt_bad"])
 
@@ -244,21 +271,27 @@ class TwoAsks(Dialogue):
 
     def next_prompts(self):
         if self.step == 0:
-            return [Prompt("x", [{"role": "user", "content": self.doc["question"] + self.suffix}]),
-                    Prompt("y", [{"role": "user", "content": "Y"}], {"max_gen_toks": 1})]
+            return [
+                Prompt("x", [{"role": "user", "content": self.doc["question"] + self.suffix}]),
+                Prompt("y", [{"role": "user", "content": "Y"}], {"max_gen_toks": 1}),
+            ]
         if self.step == 1:
             return [Prompt("z", [{"role": "user", "content": "Z " + self.transcript[0]["text"]}])]
         return []
 
     def record(self, answers):
-        self.transcript += [{"round": self.step + 1, "speaker": k, "role": "assistant", "text": v} for k, v in sorted(answers.items())]
+        self.transcript += [
+            {"round": self.step + 1, "speaker": k, "role": "assistant", "text": v} for k, v in sorted(answers.items())
+        ]
         self.step += 1
 
 
 def test_custom_dialogue_by_import_path(task_dir: Path, tmp_path: Path) -> None:
     data = task_dir / "docs.jsonl"
     spec = '"tests.test_multiturn_engine:TwoAsks"'
-    (tmp_path / "custom.yaml").write_text(TASK.format(name="mt_custom", data=data, dialogue=spec, kwargs="{suffix: '?'}"))
+    (tmp_path / "custom.yaml").write_text(
+        TASK.format(name="mt_custom", data=data, dialogue=spec, kwargs="{suffix: '?'}")
+    )
     seen: list[tuple[str, int]] = []
     lm = scripted_lm(lambda ctx: ctx.rsplit("User: ", 1)[-1].split("\n")[0])
     original = lm.generate_until

@@ -20,12 +20,14 @@ def task_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("chat", [True, False])
-def test_hf_model_runs_lockstep(task_dir: Path, tiny_causal_lm: str, chat: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hf_model_runs_lockstep(
+    task_dir: Path, tiny_causal_lm: str, chat: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import lm_eval
+    from bias_harness.plugins.multiturn.engine import LAST_RUN_STATS
     from lm_eval.models.huggingface import HFLM
 
     import bias_harness
-    from bias_harness.plugins.multiturn.engine import LAST_RUN_STATS
 
     contexts: list[list[str]] = []
     original = HFLM.generate_until
@@ -36,16 +38,27 @@ def test_hf_model_runs_lockstep(task_dir: Path, tiny_causal_lm: str, chat: bool,
 
     monkeypatch.setattr(HFLM, "generate_until", spy)
     tm = bias_harness.task_manager(include_path=str(task_dir), include_defaults=False)
-    res = lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={tiny_causal_lm}", tasks=["mt_seq"], task_manager=tm,
-                                  device="cpu", batch_size=4, apply_chat_template=chat, system_instruction="Be fair.",
-                                  log_samples=True, gen_kwargs="max_gen_toks=3")
+    res = lm_eval.simple_evaluate(
+        model="hf",
+        model_args=f"pretrained={tiny_causal_lm}",
+        tasks=["mt_seq"],
+        task_manager=tm,
+        device="cpu",
+        batch_size=4,
+        apply_chat_template=chat,
+        system_instruction="Be fair.",
+        log_samples=True,
+        gen_kwargs="max_gen_toks=3",
+    )
     # the random model never answers "stop", so 4 steps x 3 dialogues
     assert [len(c) for c in contexts] == [3, 3, 3, 3]
     assert [s["prompts"] for s in LAST_RUN_STATS] == [3, 3, 3, 3]
     last = next(c for c in contexts[3] if "CFA" in c)
     answers = json.loads(next(s for s in res["samples"]["mt_seq"] if s["doc_id"] == 0)["resps"][0][0])["answers"]
     if chat:  # ChatML of the tiny tokenizer: real system/user/assistant turns, the model's own answers included
-        assert last.startswith("<|im_start|>system\nBe fair.<|im_end|>\n<|im_start|>user\nINSTR\nA1<|im_end|>\n<|im_start|>assistant\n")
+        assert last.startswith(
+            "<|im_start|>system\nBe fair.<|im_end|>\n<|im_start|>user\nINSTR\nA1<|im_end|>\n<|im_start|>assistant\n"
+        )
         assert f"<|im_start|>assistant\n{answers[0]}<|im_end|>\n<|im_start|>user\nA2<|im_end|>" in last
         assert last.endswith("<|im_start|>user\nCFA<|im_end|>\n<|im_start|>assistant\n")
     else:

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-
+from bias_harness.plugins.multiturn.engine import step_totals
 from bias_harness.plugins.multiturn.prefix_cache import (
     Cohort,
     KVCache,
@@ -23,7 +23,7 @@ from bias_harness.plugins.multiturn.prefix_cache import (
     keeps_history,
     prompt_blocks,
 )
-from bias_harness.plugins.multiturn.engine import step_totals
+
 from tests.helpers import scripted_lm
 from tests.test_multiturn_engine import _answer, task_dir  # noqa: F401  (task_dir: the engine tests' fixture)
 
@@ -108,9 +108,9 @@ KV = "kv_cache_tokens"
 
 def _run(task_dir: Path, metadata: dict, **kw):
     import lm_eval
+    from bias_harness.plugins.multiturn import engine
 
     import bias_harness
-    from bias_harness.plugins.multiturn import engine
 
     lm = scripted_lm(_answer)
     tm = bias_harness.task_manager(include_path=str(task_dir), include_defaults=False, metadata=metadata)
@@ -139,7 +139,18 @@ def test_engine_cohorts_keep_answers_and_response_cache_keys(task_dir: Path, tmp
     assert resps == reference
     assert tiny.calls == [("generate_until", 1)] * 11
     assert [(s["steps"], s["waiting"]) for s in stats] == [
-        ([1], 2), ([2], 2), ([3], 2), ([4], 2), ([1], 1), ([2], 1), ([3], 1), ([1], 0), ([2], 0), ([3], 0), ([4], 0)]
+        ([1], 2),
+        ([2], 2),
+        ([3], 2),
+        ([4], 2),
+        ([1], 1),
+        ([2], 1),
+        ([3], 1),
+        ([1], 0),
+        ([2], 0),
+        ([3], 0),
+        ([4], 0),
+    ]
     # blocks of 100 tokens (400 characters, longer than any prompt here): a prompt has no full block and takes 1
     # block while generating; a dialogue costs 2 at its first step (growth: its answer's block), 1 later. With 4
     # blocks, docs 0 and 1 start; at call 2 (cost 1 + 1) doc 2 joins at its step 1; doc 1 ends after step 3 (it
@@ -185,8 +196,9 @@ class FakeStream:
         self.pending.clear()
 
 
-def test_streamed_cohorts_keep_answers_and_response_cache_keys(task_dir: Path, tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_streamed_cohorts_keep_answers_and_response_cache_keys(
+    task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The streamed path (vLLM's, here with a scripted stand-in for its engine): each dialogue's next turn goes in
     when its answer is out, waiting dialogues join when there is room; same transcripts, same cache keys."""
     from bias_harness.plugins.multiturn import engine
@@ -200,8 +212,12 @@ def test_streamed_cohorts_keep_answers_and_response_cache_keys(task_dir: Path, t
     # a cache smaller than one dialogue: doc 0 takes all its 4 steps, then doc 1 its 3, then doc 2 its 4
     assert [key[0] for key in FakeStream.submitted] == [0] * 4 + [1] * 3 + [2] * 4
     assert [(s["streamed"], s["steps"], s["prompts"]) for s in stats] == [(True, [1, 2, 3, 4], 11)]
-    assert [(t["step"], t["prompts"], t["dialogues"]) for t in step_totals(stats)] == [(1, 3, 3), (2, 3, 3), (3, 3, 3),
-                                                                                       (4, 2, 2)]
+    assert [(t["step"], t["prompts"], t["dialogues"]) for t in step_totals(stats)] == [
+        (1, 3, 3),
+        (2, 3, 3),
+        (3, 3, 3),
+        (4, 2, 2),
+    ]
     # 4 blocks of 100 tokens (test_engine_cohorts_...): docs 0 and 1 start; once both are at step 2 (1 block each),
     # doc 2 joins; the engine finishes two requests per step, and each answered dialogue's next turn goes in at once
     FakeStream.submitted = []
@@ -232,15 +248,17 @@ def test_a_task_without_reuse_is_not_kept(task_dir: Path, tmp_path: Path) -> Non
     # blocks of 400 characters: every prompt here is 1 partial block; a first step costs its 2 prompts' blocks and 2
     # blocks of growth (their answers) = 4, a cache of 4 blocks takes one. At call 2 doc 0 (step 2, 1 block) has
     # shown no reuse, so doc 1 joins at 2 blocks (no growth): 3 prompts; then doc 1's step 2 with doc 2's step 1.
-    tm = bias_harness.task_manager(include_path=str(tmp_path), include_defaults=False,
-                                   metadata={KV: 400, "kv_block_size": 100})
+    tm = bias_harness.task_manager(
+        include_path=str(tmp_path), include_defaults=False, metadata={KV: 400, "kv_block_size": 100}
+    )
     lm_eval.simple_evaluate(model=lm, tasks=["mt_fresh"], task_manager=tm, predict_only=True)
     assert lm.calls == [("generate_until", n) for n in (2, 3, 3, 1)]
 
 
 def test_bad_cache_settings_are_named() -> None:
-    from bias_harness.errors import BadInput
     from bias_harness.plugins.multiturn.vllm_steps import cohorts_enabled, kv_cache
+
+    from bias_harness.errors import BadInput
 
     with pytest.raises(BadInput, match="kv_cache_tokens: expected a positive integer, got '1000'"):
         kv_cache(scripted_lm(), {KV: "1000"})

@@ -13,7 +13,6 @@ from pathlib import Path
 import datasets
 import pytest
 import yaml
-
 from bias_harness.datasets_src import base, publish, raw
 from bias_harness.datasets_src.raw import RawDataError, RawFile, RawSourceError
 from bias_harness.plugins import data as loader
@@ -21,21 +20,39 @@ from bias_harness.plugins import data as loader
 SCHEMA = {
     "type": "object",
     "required": ["id", "text", "kind"],
-    "properties": {"id": {"type": "string", "pattern": "^[0-9]+$"}, "text": {"type": "string", "minLength": 1}, "kind": {"enum": ["a", "b"]}},
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$"},
+        "text": {"type": "string", "minLength": 1},
+        "kind": {"enum": ["a", "b"]},
+    },
 }
 GOOD_CSV = "id,text,kind\n0,hello,a\n1,world,b\n"
 
 
 def _raw(content: str, key: str = "toy/toy.csv", url: str | None = None) -> RawFile:
-    return RawFile(key=key, repo="someone/toy", commit="0" * 40, path="toy.csv", sha256=hashlib.sha256(content.encode()).hexdigest(), url=url)
+    return RawFile(
+        key=key,
+        repo="someone/toy",
+        commit="0" * 40,
+        path="toy.csv",
+        sha256=hashlib.sha256(content.encode()).hexdigest(),
+        url=url,
+    )
 
 
 class ToyBuilder(base.DatasetBuilder):
     name = "toy"
     raw_files = {"rows": _raw(GOOD_CSV)}
     card = base.CardInfo(
-        pretty_name="Toy", license="mit", language=["en"], task_categories=["text-classification"], summary="A toy.",
-        citation="@misc{toy}", source="Made in a test.", how_built="Read the CSV.", known_gaps="None.",
+        pretty_name="Toy",
+        license="mit",
+        language=["en"],
+        task_categories=["text-classification"],
+        summary="A toy.",
+        citation="@misc{toy}",
+        source="Made in a test.",
+        how_built="Read the CSV.",
+        known_gaps="None.",
     )
     fail = False
 
@@ -43,9 +60,14 @@ class ToyBuilder(base.DatasetBuilder):
         rows = raw.read_csv(files["rows"], SCHEMA, id_field="id")
         if self.fail:
             raise RuntimeError("builder exploded half-way")
-        feats = datasets.Features({"id": datasets.Value("int32"), "text": datasets.Value("string"), "kind": datasets.Value("string")})
+        feats = datasets.Features(
+            {"id": datasets.Value("int32"), "text": datasets.Value("string"), "kind": datasets.Value("string")}
+        )
         ds = datasets.Dataset.from_list([{**r, "id": int(r["id"])} for r in rows], features=feats)
-        return {"rows": datasets.DatasetDict({"test": ds}), "only_a": datasets.DatasetDict({"test": ds.filter(lambda r: r["kind"] == "a")})}
+        return {
+            "rows": datasets.DatasetDict({"test": ds}),
+            "only_a": datasets.DatasetDict({"test": ds.filter(lambda r: r["kind"] == "a")}),
+        }
 
 
 @pytest.fixture
@@ -220,7 +242,11 @@ def test_push_dry_run_and_hub_call(raw_dir, tmp_path, monkeypatch, caplog):
     caplog.set_level(logging.DEBUG)
     assert publish.push_folder(folder, "org/toy", private=True) == "https://hub.example/commit/1"
     assert seen["create"] == ("org/toy", "dataset", True)
-    assert seen["upload"] == ("org/toy", "dataset", ["README.md", "build_info.json", "test-00000-of-00001.parquet", "test-00000-of-00001.parquet"])
+    assert seen["upload"] == (
+        "org/toy",
+        "dataset",
+        ["README.md", "build_info.json", "test-00000-of-00001.parquet", "test-00000-of-00001.parquet"],
+    )
     assert "hf_secret_test_token" not in caplog.text
     assert not any("hf_secret_test_token" in p.read_text(errors="ignore") for p in folder.rglob("*") if p.is_file())
 

@@ -46,8 +46,22 @@ def _results(out: Path) -> dict:
 def test_lm_eval_console_script_runs_our_tasks(tiny_causal_lm, tmp_path):
     """The mission's command, as written: `lm_eval --model hf --tasks stop,demet,stereoset_de`."""
     out = tmp_path / "out"
-    _run([BIN / "lm_eval", "--model", "hf", "--model_args", f"pretrained={tiny_causal_lm}", "--tasks", "stop,demet,stereoset_de",
-          "--limit", LIMIT, "--output_path", out], tmp_path)
+    _run(
+        [
+            BIN / "lm_eval",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={tiny_causal_lm}",
+            "--tasks",
+            "stop,demet,stereoset_de",
+            "--limit",
+            LIMIT,
+            "--output_path",
+            out,
+        ],
+        tmp_path,
+    )
     res = _results(out)
     assert {"stop", "demet", "stereoset_de"} <= set(res["results"])
     assert res["n-samples"]["demet"]["effective"] == int(LIMIT)
@@ -65,12 +79,20 @@ def test_python_m_lm_eval_ls_and_user_include_path_wins(tmp_path):
 
     user = tmp_path / "my_tasks"
     user.mkdir()
-    (user / "demet_mc.yaml").write_text("task: demet_mc\ndataset_path: json\noutput_type: multiple_choice\n"
-                                        "doc_to_text: x\ndoc_to_target: 0\ndoc_to_choice: [a, b]\n")
+    (user / "demet_mc.yaml").write_text(
+        "task: demet_mc\ndataset_path: json\noutput_type: multiple_choice\n"
+        "doc_to_text: x\ndoc_to_target: 0\ndoc_to_choice: [a, b]\n"
+    )
     proc = _run([sys.executable, "-m", "lm_eval", "ls", "tasks", "--include_path", user], tmp_path)
     ours = os.path.realpath(bias_harness.tasks_dir())
-    for name, where in (("bias_harness", ours), ("stop", ours), ("demet", ours), ("stereoset_de", ours),
-                        ("demet_gpt4", ours), ("demet_mc", str(user))):
+    for name, where in (
+        ("bias_harness", ours),
+        ("stop", ours),
+        ("demet", ours),
+        ("stereoset_de", ours),
+        ("demet_gpt4", ours),
+        ("demet_mc", str(user)),
+    ):
         rows = _table_rows(proc.stdout, name)
         assert len(rows) == 1, f"{name}: {rows}"
         assert where in rows[0], f"{name} should come from {where}: {rows[0]}"
@@ -87,9 +109,36 @@ def test_accelerate_launch_hf_mlm(tmp_path):
 
     bert = build_tiny_mlm(tmp_path / "bert", "bert")
     out = tmp_path / "out"
-    _run([BIN / "accelerate", "launch", "--cpu", "--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no",
-          "--dynamo_backend", "no", "-m", "lm_eval", "--model", "hf-mlm", "--model_args", f"pretrained={bert}", "--batch_size", "4",
-          "--tasks", "stereoset_de", "--limit", LIMIT, "--output_path", out], tmp_path)
+    _run(
+        [
+            BIN / "accelerate",
+            "launch",
+            "--cpu",
+            "--num_processes",
+            "1",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "-m",
+            "lm_eval",
+            "--model",
+            "hf-mlm",
+            "--model_args",
+            f"pretrained={bert}",
+            "--batch_size",
+            "4",
+            "--tasks",
+            "stereoset_de",
+            "--limit",
+            LIMIT,
+            "--output_path",
+            out,
+        ],
+        tmp_path,
+    )
     res = _results(out)
     assert res["config"]["model"] == "hf-mlm"
     assert "stereoset_de" in res["results"] and res["n-samples"]["stereoset_de_combined"]["effective"] == int(LIMIT)
@@ -126,13 +175,15 @@ def test_autoload_switch(tmp_path, value, active):
 def test_hook_is_lazy_and_idempotent(tmp_path):
     """Nothing of lm-eval or ours is imported at start-up; a second install() and a second trigger change nothing."""
     code = (
-        "import sys; assert not any(m.startswith(('lm_eval', 'bias_harness')) for m in sys.modules), sorted(sys.modules)\n"
+        "import sys; assert not any(m.startswith(('lm_eval', 'bias_harness')) for m in sys.modules), "
+        "sorted(sys.modules)\n"
         "import _bias_harness_autoload as a; a.install(); a.install()\n"
         "assert sum(getattr(f, a.MARK, False) for f in sys.meta_path) == 1\n"
         "import lm_eval.tasks; assert not any(getattr(f, a.MARK, False) for f in sys.meta_path)\n"
         "import bias_harness._lm_eval_hook as h; a.install(); h.on_lm_eval_tasks_loaded(); h.patch_task_manager()\n"
         "from lm_eval.tasks import TaskManager\n"
-        "assert getattr(TaskManager.__init__, a.MARK) and not getattr(TaskManager.__init__.__wrapped__, a.MARK, False)\n"
+        "assert getattr(TaskManager.__init__, a.MARK) and not getattr(TaskManager.__init__.__wrapped__, a.MARK, "
+        "False)\n"
         "print(h.with_ours(None, '/t'), h.with_ours('/u', '/t'), h.with_ours(['/u', '/t'], '/t'))\n"
     )
     proc = _run([sys.executable, "-c", code], tmp_path)
@@ -172,15 +223,24 @@ def test_lm_eval_warnings_name_the_caller_not_the_hook(tmp_path):
 
 
 def test_wheel_in_scratch_venv(tiny_causal_lm, tmp_path):
-    """Build the wheel, install it into a scratch venv that reuses this venv's dependencies, run `lm_eval --tasks demet`."""
+    """Build the wheel, install it into a scratch venv that reuses this venv's dependencies, run `lm_eval --tasks
+    demet`."""
     dist = tmp_path / "dist"
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", dist, REPO], tmp_path)
     (wheel,) = dist.glob("bias_harness-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for must in ("bias_harness_autoload.pth", "_bias_harness_autoload.py", "bias_harness/tasks/demet/demet.yaml",
-                 "bias_harness/plugins/mlm.py", "bias_harness/datasets_src/raw.py", "bias_harness/mitigation/scd.yaml"):
+    for must in (
+        "bias_harness_autoload.pth",
+        "_bias_harness_autoload.py",
+        "bias_harness/tasks/demet/demet.yaml",
+        "bias_harness/plugins/mlm.py",
+        "bias_harness/datasets_src/raw.py",
+        "bias_harness/mitigation/scd.yaml",
+    ):
         assert must in names, must
-    entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    entry_points = (
+        zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    )
     assert "[lm_eval.tasks]\nbias_harness = bias_harness.tasks" in entry_points
     assert "[lm_eval.models]\nhf-mlm = bias_harness.plugins.mlm:HFMaskedLM" in entry_points
 
@@ -188,12 +248,40 @@ def test_wheel_in_scratch_venv(tiny_causal_lm, tmp_path):
     _run([sys.executable, "-m", "venv", "--without-pip", venv], tmp_path)
     py = venv / "bin" / "python"
     site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path).stdout.strip())
-    (site / "_reuse_main_venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # dependencies, not re-downloaded
-    _run([sys.executable, "-m", "pip", "--python", py, "install", "--no-deps", "--no-build-isolation", "-q", wheel], tmp_path)
-    where = _run([py, "-c", "import bias_harness, _bias_harness_autoload as a; print(bias_harness.tasks_dir()); print(a.__file__)"], tmp_path)
+    (site / "_reuse_main_venv.pth").write_text(
+        sysconfig.get_paths()["purelib"] + "\n"
+    )  # dependencies, not re-downloaded
+    _run(
+        [sys.executable, "-m", "pip", "--python", py, "install", "--no-deps", "--no-build-isolation", "-q", wheel],
+        tmp_path,
+    )
+    where = _run(
+        [
+            py,
+            "-c",
+            "import bias_harness, _bias_harness_autoload as a; print(bias_harness.tasks_dir()); print(a.__file__)",
+        ],
+        tmp_path,
+    )
     assert all(line.startswith(str(site)) for line in where.stdout.split()), where.stdout
 
     out = tmp_path / "out"
-    _run([py, "-m", "lm_eval", "--model", "hf", "--model_args", f"pretrained={tiny_causal_lm}", "--tasks", "demet",
-          "--limit", LIMIT, "--output_path", out], tmp_path)
+    _run(
+        [
+            py,
+            "-m",
+            "lm_eval",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={tiny_causal_lm}",
+            "--tasks",
+            "demet",
+            "--limit",
+            LIMIT,
+            "--output_path",
+            out,
+        ],
+        tmp_path,
+    )
     assert _results(out)["n-samples"]["demet"]["effective"] == int(LIMIT)

@@ -31,7 +31,6 @@ from typing import Any
 
 import pytest
 import torch
-
 from bias_harness.mitigation.config import parse_config
 from bias_harness.mitigation.recipe import DataOptions
 from bias_harness.mitigation.recipes import get_recipe
@@ -44,8 +43,9 @@ REFERENCE = {"repository": "rameez-mrq/refine-lm-submission", "commit": "e3c0bae
 # A few names of each gender keep the vocabulary small and put every subject into the top-k of the tiny model.
 FEMALE, MALE = ("Mary", "Patricia", "Linda"), ("James", "John", "Robert")
 MODEL_SEED, INIT_STD = 0, 0.2  # BERT's initializer_range is 0.02; 0.2 makes the outputs depend on the context
-TINY_BERT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                 max_position_embeddings=128)  # fmt: skip
+TINY_BERT = dict(
+    hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=128
+)
 # Seeds of the inputs: the layer (W, b), the sampled templates, Python's random as calculate_reward draws from it.
 PREDICT = dict(layer_seed=1, pick_seed=0, n=40)
 REWARD = dict(layer_seeds=(10, 11, 12), batch_seed=0, draw_seeds=(0, 1, 2))
@@ -70,8 +70,9 @@ def template_record(key: Key, questions: Iterable[str], choices: Iterable[Iterab
 
 def our_template_record(row: dict[str, Any]) -> str:
     pair, rev = [row["subj1"], row["subj2"]], [row["subj2"], row["subj1"]]
-    return template_record(row_key(row), [row["q12"], row["q12_neg"], row["q21"], row["q21_neg"]],
-                           [pair, pair, rev, rev])  # fmt: skip
+    return template_record(
+        row_key(row), [row["q12"], row["q12_neg"], row["q21"], row["q21_neg"]], [pair, pair, rev, rev]
+    )
 
 
 def digest(lines: Iterable[str]) -> str:
@@ -133,9 +134,8 @@ def pick(keys: list[Key], seed: int, n: int, times: int = 1) -> list[list[Key]]:
 def build_tiny(folder: Path) -> types.SimpleNamespace:
     """All 126,000 gender training rows (by key), the keys of the chosen names, the released preset's training
     config, the tiny BERT (``base``, for the reference) and our RefineLMForMaskedLM over a second copy of it."""
-    from transformers import AutoModelForMaskedLM
-
     from bias_harness.plugins.mlm import MaskedLMScorer
+    from transformers import AutoModelForMaskedLM
 
     recipe = get_recipe("refine_lm")
     cfg = parse_config(recipe, recipe.preset("released")).training
@@ -147,8 +147,9 @@ def build_tiny(folder: Path) -> types.SimpleNamespace:
     ours = RefineLMForMaskedLM.from_base(AutoModelForMaskedLM.from_pretrained(folder).eval(), cfg.topk)
     for prm in ours.base.parameters():
         prm.requires_grad_(False)
-    return types.SimpleNamespace(cfg=cfg, rows=rows, keys=keys, base=base, tok=tok, ours=ours,
-                                 scorer=MaskedLMScorer(ours.base, tok))  # fmt: skip
+    return types.SimpleNamespace(
+        cfg=cfg, rows=rows, keys=keys, base=base, tok=tok, ours=ours, scorer=MaskedLMScorer(ours.base, tok)
+    )
 
 
 def inputs_record(tiny: types.SimpleNamespace) -> dict[str, Any]:
@@ -156,13 +157,19 @@ def inputs_record(tiny: types.SimpleNamespace) -> dict[str, Any]:
     cfg, vocab = tiny.cfg, tiny.tok.get_vocab()
     return {
         "preset": "released",
-        "training": {k: getattr(cfg, k) for k in ("topk", "batch_size", "per_device_train_batch_size", "use_he_she",
-                                                  "objective")},  # fmt: skip
+        "training": {
+            k: getattr(cfg, k) for k in ("topk", "batch_size", "per_device_train_batch_size", "use_he_she", "objective")
+        },
         "names": {"female": list(FEMALE), "male": list(MALE), "templates": len(tiny.keys)},
-        "model": {"class": "BertForMaskedLM", **TINY_BERT, "vocab_size": len(vocab), "seed": MODEL_SEED,
-                  "init": f"tests/test_refine_lm_recorded.py tiny_bert: uniform std {INIT_STD} from random.Random",
-                  "vocab_sha256": hashlib.sha256(json.dumps(sorted(vocab, key=vocab.get)).encode()).hexdigest(),
-                  "weights_sha256": weights_digest(tiny.base)},  # fmt: skip
+        "model": {
+            "class": "BertForMaskedLM",
+            **TINY_BERT,
+            "vocab_size": len(vocab),
+            "seed": MODEL_SEED,
+            "init": f"tests/test_refine_lm_recorded.py tiny_bert: uniform std {INIT_STD} from random.Random",
+            "vocab_sha256": hashlib.sha256(json.dumps(sorted(vocab, key=vocab.get)).encode()).hexdigest(),
+            "weights_sha256": weights_digest(tiny.base),
+        },
         "reference_bert": "called with an attention mask of the padding (the setting we implement)",
     }
 

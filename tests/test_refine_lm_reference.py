@@ -38,16 +38,37 @@ from typing import Any
 
 import pytest
 import torch
-
 from bias_harness.mitigation.refine_lm import policy_step, reference_matrix, subject_probs
-from tests.test_refine_lm_recorded import (FEMALE, GRAD_ATOL, GRAD_RTOL, GRADIENT, LOSS_ABS, MALE, PREDICT, PROB_ATOL,
-                                           RECORDING, REFERENCE, REWARD, REWARD_ABS, Key, build_tiny, digest,
-                                           inputs_record, layer_state, pick, template_record)  # fmt: skip
+
+from tests.test_refine_lm_recorded import (
+    FEMALE,
+    GRAD_ATOL,
+    GRAD_RTOL,
+    GRADIENT,
+    LOSS_ABS,
+    MALE,
+    PREDICT,
+    PROB_ATOL,
+    RECORDING,
+    REFERENCE,
+    REWARD,
+    REWARD_ABS,
+    Key,
+    build_tiny,
+    digest,
+    inputs_record,
+    layer_state,
+    pick,
+    template_record,
+)
 
 REF_ENV = "BIAS_HARNESS_REFINE_LM_REF"
 REF = os.environ.get(REF_ENV)
-pytestmark = pytest.mark.skipif(not REF, reason=f"set {REF_ENV} to a checkout of rameez-mrq/refine-lm-submission "
-                                "(no license: not vendored) to run the authors' code against ours")  # fmt: skip
+pytestmark = pytest.mark.skipif(
+    not REF,
+    reason=f"set {REF_ENV} to a checkout of rameez-mrq/refine-lm-submission "
+    "(no license: not vendored) to run the authors' code against ours",
+)
 
 
 # ------------------------------------------------------------------------------------------- the reference, imported
@@ -80,9 +101,23 @@ def reference_entries(root: Path, out: Path) -> dict[tuple, list]:
     """The gender training entries as the reference makes them: its generator (``generate_us_examples.sh``'s
     arguments, with BERT's mask token) and ``preprocess_data.py``, run unmodified in subprocesses."""
     source, pkl = out / "gender_train.source.json", out / "gender_train.pkl"
-    gen = [sys.executable, "-m", "templates.generate_underspecified_templates", "--template_type", "slot_act_map",
-           "--subj", "mixed_gender_bert_train", "--act", "occupation_rev1", "--slot", "gender_noact_lm",
-           "--lm_mask", "[MASK]", "--output", str(source)]  # fmt: skip
+    gen = [
+        sys.executable,
+        "-m",
+        "templates.generate_underspecified_templates",
+        "--template_type",
+        "slot_act_map",
+        "--subj",
+        "mixed_gender_bert_train",
+        "--act",
+        "occupation_rev1",
+        "--slot",
+        "gender_noact_lm",
+        "--lm_mask",
+        "[MASK]",
+        "--output",
+        str(source),
+    ]
     for cmd in (gen, [sys.executable, "preprocess_data.py", "--input_path", str(source), "--output", str(pkl)]):
         proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr[-2000:]
@@ -130,8 +165,9 @@ class WithMask(torch.nn.Module):
         return self.mlm(input_ids=input_ids, attention_mask=(input_ids != self.pad_id).long())
 
 
-def make_setup(ref: types.SimpleNamespace, entries: dict[tuple, list],
-               tiny: types.SimpleNamespace) -> types.SimpleNamespace:  # fmt: skip
+def make_setup(
+    ref: types.SimpleNamespace, entries: dict[tuple, list], tiny: types.SimpleNamespace
+) -> types.SimpleNamespace:
     """The released preset's config, the entries of the chosen names, and one tiny BERT shared by both sides: the
     reference's CustomBERTModel (its __init__ run with the Hub loads stubbed) and our RefineLMForMaskedLM."""
     names = FEMALE + MALE
@@ -140,9 +176,17 @@ def make_setup(ref: types.SimpleNamespace, entries: dict[tuple, list],
         mp.setattr(mb, "BertTokenizer", stub(from_pretrained=lambda *a, **k: tiny.tok))
         mp.setattr(mb, "BertForMaskedLM", stub(from_pretrained=lambda *a, **k: tiny.base))
         ref_model = mb.CustomBERTModel(cfg.topk, cfg.batch_size)
-    return stub(cfg=cfg, entries=[e for e in entries.values() if e[0][2][0] in names and e[0][2][1] in names],
-                tok=tiny.tok, base=tiny.base, ref_model=ref_model, ours=tiny.ours, scorer=tiny.scorer, rows=tiny.rows,
-                tiny=tiny)  # fmt: skip
+    return stub(
+        cfg=cfg,
+        entries=[e for e in entries.values() if e[0][2][0] in names and e[0][2][1] in names],
+        tok=tiny.tok,
+        base=tiny.base,
+        ref_model=ref_model,
+        ours=tiny.ours,
+        scorer=tiny.scorer,
+        rows=tiny.rows,
+        tiny=tiny,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -185,8 +229,9 @@ def _calculate_reward(ref, setup, batch: list, seed: int) -> tuple[torch.Tensor,
     indices of the mini-batch it drew."""
     random.seed(seed)
     cfg = setup.cfg
-    loss, reward = ref.calc_bias.calculate_reward(opt(cfg.use_he_she), batch, cfg.per_device_train_batch_size, cfg.topk,
-                                                  setup.tok, setup.ref_model)  # fmt: skip
+    loss, reward = ref.calc_bias.calculate_reward(
+        opt(cfg.use_he_she), batch, cfg.per_device_train_batch_size, cfg.topk, setup.tok, setup.ref_model
+    )
     return loss, float(reward), drawn(seed, len(batch), cfg.per_device_train_batch_size)
 
 
@@ -209,8 +254,9 @@ def reference_gradient(ref, setup, batch: list, seed: int) -> tuple[torch.Tensor
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ref.calc_bias, "predict_answers", serving_ours(setup))
         random.seed(seed)
-        loss, _ = ref.calc_bias.calculate_reward(opt(True), batch, setup.cfg.per_device_train_batch_size,
-                                                 setup.cfg.topk, setup.tok, setup.ref_model)  # fmt: skip
+        loss, _ = ref.calc_bias.calculate_reward(
+            opt(True), batch, setup.cfg.per_device_train_batch_size, setup.cfg.topk, setup.tok, setup.ref_model
+        )
     setup.ours.zero_grad()
     loss.backward()
     return loss.detach(), setup.ours.debias.weight.grad.clone(), setup.ours.debias.bias.grad.clone()
@@ -229,8 +275,11 @@ def reference_outputs(ref, entries: dict[tuple, list], setup: types.SimpleNamesp
     cfg, keys = setup.cfg, setup.tiny.keys
     versions = {"torch": torch.__version__, "transformers": transformers.__version__, "python": sys.version.split()[0]}
     records = (template_record(k, [r[6] for r in e], [r[7] for r in e]) for k, e in by_key.items())
-    out: dict[str, Any] = {"source": {**REFERENCE, "recorded_with": versions}, "inputs": inputs_record(setup.tiny),
-                           "templates": {"count": len(entries), "sha256": digest(records)}}  # fmt: skip
+    out: dict[str, Any] = {
+        "source": {**REFERENCE, "recorded_with": versions},
+        "inputs": inputs_record(setup.tiny),
+        "templates": {"count": len(entries), "sha256": digest(records)},
+    }
     [picked] = pick(keys, PREDICT["pick_seed"], PREDICT["n"])
     set_layer(setup, PREDICT["layer_seed"])
     out["predict_answers"] = {**PREDICT, "keys": picked}
@@ -238,22 +287,41 @@ def reference_outputs(ref, entries: dict[tuple, list], setup: types.SimpleNamesp
         for name, flag in (("use_he_she", True), ("plain", False)):
             out["predict_answers"][name] = [
                 ref.predict_topk.predict_answers(opt(flag), by_key[k], cfg.topk, 4, setup.tok, setup.ref_model)[1]
-                .float().tolist() for k in picked]  # fmt: skip
+                .float()
+                .tolist()
+                for k in picked
+            ]
     out["calculate_reward"], out["gradient"] = [], []
     batches = pick(keys, REWARD["batch_seed"], cfg.batch_size, len(REWARD["layer_seeds"]))
     for layer_seed, seed, batch in zip(REWARD["layer_seeds"], REWARD["draw_seeds"], batches, strict=True):
         set_layer(setup, layer_seed)
         with torch.no_grad():
             loss, reward, idx = _calculate_reward(ref, setup, [by_key[k] for k in batch], seed)
-        out["calculate_reward"].append({"layer_seed": layer_seed, "draw_seed": seed, "batch": batch, "drawn": idx,
-                                        "loss": float(loss), "reward": reward})  # fmt: skip
+        out["calculate_reward"].append(
+            {
+                "layer_seed": layer_seed,
+                "draw_seed": seed,
+                "batch": batch,
+                "drawn": idx,
+                "loss": float(loss),
+                "reward": reward,
+            }
+        )
     batches = pick(keys, GRADIENT["batch_seed"], cfg.batch_size, len(GRADIENT["layer_seeds"]))
     for layer_seed, seed, batch in zip(GRADIENT["layer_seeds"], GRADIENT["draw_seeds"], batches, strict=True):
         set_layer(setup, layer_seed)
         loss, w, b = reference_gradient(ref, setup, [by_key[k] for k in batch], seed)
-        out["gradient"].append({"layer_seed": layer_seed, "draw_seed": seed, "batch": batch,
-                                "drawn": drawn(seed, len(batch), cfg.per_device_train_batch_size),
-                                "loss": float(loss), "weight_grad": w.tolist(), "bias_grad": b.tolist()})  # fmt: skip
+        out["gradient"].append(
+            {
+                "layer_seed": layer_seed,
+                "draw_seed": seed,
+                "batch": batch,
+                "drawn": drawn(seed, len(batch), cfg.per_device_train_batch_size),
+                "loss": float(loss),
+                "weight_grad": w.tolist(),
+                "bias_grad": b.tolist(),
+            }
+        )
     return json.loads(json.dumps(out))  # as read back: tuples become lists
 
 
@@ -295,8 +363,12 @@ def test_question_probabilities_equal_predict_answers(ref, setup, use_he_she: bo
     picked = random.Random(0).sample(setup.entries, 40)
     rows = [row_of(e, setup.rows) for e in picked]
     with torch.no_grad():
-        theirs = torch.stack([ref.predict_topk.predict_answers(opt(use_he_she), e, setup.cfg.topk, 4, setup.tok,
-                                                               setup.ref_model)[1] for e in picked])  # fmt: skip
+        theirs = torch.stack(
+            [
+                ref.predict_topk.predict_answers(opt(use_he_she), e, setup.cfg.topk, 4, setup.tok, setup.ref_model)[1]
+                for e in picked
+            ]
+        )
         mine = reference_matrix(subject_probs(setup.ours, setup.scorer, rows, True, use_he_she=use_he_she))
     assert (theirs > 0).float().mean() > 0.3  # most subjects are in the top-k: a real comparison
     assert torch.allclose(mine, theirs.float(), atol=PROB_ATOL), float((mine - theirs).abs().max())

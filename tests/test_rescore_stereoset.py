@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 
 PRED = Path(os.environ["BIAS_HARNESS_RAW_DIR"]) / "stereoset_en" / "predictions"
-FILES = {"gpt2": "predictions_gpt2_ModelNSP_GPT2LM.json", "bert-base-cased": "predictions_bert-base-cased_BertNextSentence_BertLM.json"}
+FILES = {
+    "gpt2": "predictions_gpt2_ModelNSP_GPT2LM.json",
+    "bert-base-cased": "predictions_bert-base-cased_BertNextSentence_BertLM.json",
+}
 # (lms, ss, icat) from the authors' evaluation.py (see the module docstring); their per-domain keys are
 # results[part][bias type], ours "<part>/<bias type>".
 AUTHORS = {
@@ -78,19 +81,27 @@ def test_bad_files_name_file_record_and_field(gold, tmp_path: Path) -> None:
         read_predictions(_write(tmp_path, {"intersentence": []}))
     missing = json.loads(json.dumps(full))
     dropped = missing["intrasentence"].pop(0)["id"]  # c1 of the first intrasentence context
-    with pytest.raises(RawDataError, match=f"no score for this candidate sentence id") as err:
+    with pytest.raises(RawDataError, match="no score for this candidate sentence id") as err:
         rescore_file(_write(tmp_path, missing), gold, ci=False)
     assert dropped in err.value.field and "fdc01ba6042b41f0c894cdccc149f5b4" in err.value.record
 
 
 def test_cli_from_another_folder(tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("bias-harness")
-    out = subprocess.run([str(exe), "rescore", "stereoset", "--json", "--no-ci"], cwd=tmp_path, capture_output=True,
-                         text=True, check=True, env=os.environ.copy()).stdout
+    out = subprocess.run(
+        [str(exe), "rescore", "stereoset", "--json", "--no-ci"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=os.environ.copy(),
+    ).stdout
     rows = json.loads(out)
     assert len(rows) == 11 and rows[0]["model"] == "gpt2"
     by = {r["model"]: r for r in rows}
-    assert by["bert-base-cased"]["scores"]["overall"]["icat"] == pytest.approx(AUTHORS["bert-base-cased"]["overall"][2], abs=1e-9)
+    assert by["bert-base-cased"]["scores"]["overall"]["icat"] == pytest.approx(
+        AUTHORS["bert-base-cased"]["overall"][2], abs=1e-9
+    )
     assert set(by["gpt2"]["scores"]) >= {"overall", "intrasentence", "intersentence", "gender", "intrasentence/gender"}
 
 
@@ -98,4 +109,14 @@ def test_table_text(gold) -> None:
     from bias_harness.plugins.stereoset.rescore import format_table, rescore_file
 
     line = format_table([rescore_file(PRED / FILES["gpt2"], gold, ci=False)]).splitlines()[1]
-    assert line.startswith("gpt2 ") and line.split()[1:10] == ["83.7", "/", "57.0", "/", "71.9", "91.1", "/", "61.9", "/"]
+    assert line.startswith("gpt2 ") and line.split()[1:10] == [
+        "83.7",
+        "/",
+        "57.0",
+        "/",
+        "71.9",
+        "91.1",
+        "/",
+        "61.9",
+        "/",
+    ]

@@ -22,9 +22,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from bias_harness import responses
 from bias_harness.errors import BadInput, MissingInput
 from bias_harness.report import manifest as manifests
-from bias_harness import responses
 from bias_harness.report import replay
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,8 +34,12 @@ BH = str(Path(sys.executable).with_name("bias-harness"))
 
 CHATS = [
     [{"role": "user", "content": "Is Mila male or female?"}],
-    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi <|im_end|> there"},
-     {"role": "assistant", "content": "Yes."}, {"role": "user", "content": "Again?"}],
+    [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi <|im_end|> there"},
+        {"role": "assistant", "content": "Yes."},
+        {"role": "user", "content": "Again?"},
+    ],
     [{"role": "user", "content": "Answer:"}, {"role": "assistant", "content": "The answer is"}],  # prefill
 ]
 
@@ -57,9 +61,11 @@ def test_replay_renders_chat_prompts_like_hf(tiny_causal_lm: str, tmp_path: Path
 
     tok = AutoTokenizer.from_pretrained(tiny_causal_lm)
     if template == "bos_and_no_system":
-        tok.chat_template = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}"
-                             "{{ raise_exception('no system role') }}{% endif %}[{{ m['role'] }}] {{ m['content'] }}"
-                             "{{ eos_token }}{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}")
+        tok.chat_template = (
+            "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}"
+            "{{ raise_exception('no system role') }}{% endif %}[{{ m['role'] }}] {{ m['content'] }}"
+            "{{ eos_token }}{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}"
+        )
     header = {"config": {"model": "hf", "model_args": {}}, "chat_template": tok.chat_template}
     block = manifests.prompts_block(None, header)
     block["special_tokens"] = dict(tok.special_tokens_map)
@@ -85,8 +91,14 @@ def test_replay_renders_like_vllm(tiny_causal_lm: str, tmp_path: Path) -> None:
     block["special_tokens"] = dict(tok.special_tokens_map)
     lm = _replay_lm(block, tmp_path)
     for chat in CHATS[:2]:
-        real = tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True, continue_final_message=False,
-                                       chat_template=tok.chat_template, enable_thinking=None)
+        real = tok.apply_chat_template(
+            chat,
+            tokenize=False,
+            add_generation_prompt=True,
+            continue_final_message=False,
+            chat_template=tok.chat_template,
+            enable_thinking=None,
+        )
         assert real.startswith("T") and lm.apply_chat_template(chat, True) == real
 
 
@@ -101,8 +113,9 @@ def test_committed_smollm2_manifests_render_like_the_model(tmp_path: Path) -> No
     from transformers import AutoTokenizer
 
     hf = SimpleNamespace(tokenizer=AutoTokenizer.from_pretrained(folder), chat_template_args={})
-    chat_runs = [p for p in manifests.find(ROOT / "runs")
-                 if "--apply_chat_template" in manifests.read(p)["lm_eval_args"]]
+    chat_runs = [
+        p for p in manifests.find(ROOT / "runs") if "--apply_chat_template" in manifests.read(p)["lm_eval_args"]
+    ]
     assert chat_runs
     for path in chat_runs:
         lm = _replay_lm(manifests.read(path)["prompts"], tmp_path)
@@ -124,9 +137,29 @@ def _eval(tiny: str, cwd: Path, out: str, flags: list[str]) -> Path:
     from bias_harness.cli import main
 
     before = set(cwd.rglob("results_*.json"))
-    assert main(["eval", "run", "--model", "hf", "--model_args", f"pretrained={tiny},dtype=float32", "--device", "cpu",
-                 "--batch_size", "4", "--output_path", str(cwd / out), "--log_samples", "--use_cache",
-                 str(cwd / "cache" / "tiny-hf"), *flags]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "run",
+                "--model",
+                "hf",
+                "--model_args",
+                f"pretrained={tiny},dtype=float32",
+                "--device",
+                "cpu",
+                "--batch_size",
+                "4",
+                "--output_path",
+                str(cwd / out),
+                "--log_samples",
+                "--use_cache",
+                str(cwd / "cache" / "tiny-hf"),
+                *flags,
+            ]
+        )
+        == 0
+    )
     (new,) = set(cwd.rglob("results_*.json")) - before
     return new
 
@@ -138,15 +171,43 @@ def recorded(tiny_causal_lm: str, tmp_path_factory: pytest.TempPathFactory) -> d
     (StereoSet, whose inter part counts tokens)."""
     cwd = tmp_path_factory.mktemp("recorded")
     root = cwd / "page"
-    flags = {"chat": ["--tasks", "demet_names,multiagent_test_nointeraction,stop", "--limit", "3", "--seed", "0",
-                      "--apply_chat_template"],
-             "ll": ["--tasks", "stereoset_en_combined", "--limit", "4", "--seed", "0"]}
+    flags = {
+        "chat": [
+            "--tasks",
+            "demet_names,multiagent_test_nointeraction,stop",
+            "--limit",
+            "3",
+            "--seed",
+            "0",
+            "--apply_chat_template",
+        ],
+        "ll": ["--tasks", "stereoset_en_combined", "--limit", "4", "--seed", "0"],
+    }
     with replay.task_index_once():
         results = {group: _eval(tiny_causal_lm, cwd, f"out/{group}", f) for group, f in flags.items()}
         ll = replay.record(results["ll"], "tiny", "ll", cwd / "cache", flags["ll"], tiny_causal_lm, root / "runs")
-    out = _run([PY, "-m", "bias_harness.report.replay", "record", str(results["chat"]), "--model-key", "tiny",
-                "--group", "chat", "--cache", "cache", "--tokenizer", tiny_causal_lm, "--runs", str(root / "runs"),
-                "--", *flags["chat"]], cwd)
+    out = _run(
+        [
+            PY,
+            "-m",
+            "bias_harness.report.replay",
+            "record",
+            str(results["chat"]),
+            "--model-key",
+            "tiny",
+            "--group",
+            "chat",
+            "--cache",
+            "cache",
+            "--tokenizer",
+            tiny_causal_lm,
+            "--runs",
+            str(root / "runs"),
+            "--",
+            *flags["chat"],
+        ],
+        cwd,
+    )
     responses.save(cwd / "cache", root / "responses")
     runs = {"chat": (Path(out.strip().splitlines()[-1]), results["chat"]), "ll": (ll, results["ll"])}
     return {"cwd": cwd, "root": root, "runs": runs}
@@ -157,8 +218,15 @@ def test_record_writes_manifests_draws_and_token_counts(recorded: dict, tiny_cau
     folder = "runs/tiny/chat/demet_names+multiagent_test_nointeraction+stop-hf"
     assert chat_manifest == recorded["root"] / folder / "manifest.json"
     m = manifests.read(chat_manifest)
-    assert m["lm_eval_args"] == ["--tasks", "demet_names,multiagent_test_nointeraction,stop", "--limit", "3", "--seed",
-                                 "0", "--apply_chat_template"]
+    assert m["lm_eval_args"] == [
+        "--tasks",
+        "demet_names,multiagent_test_nointeraction,stop",
+        "--limit",
+        "3",
+        "--seed",
+        "0",
+        "--apply_chat_template",
+    ]
     assert m["pack"] == "tiny-hf_rank0" and m["run"]["model"] == "hf" and m["run"]["dtype"] == "torch.float32"
     assert m["run"]["versions"]["lm_eval"] == "0.4.13" and m["run"]["backend"].startswith("hf (transformers")
     assert m["prompts"]["chat_template"] and m["prompts"]["special_tokens"]["eos_token"] == "<|im_end|>"
@@ -196,8 +264,11 @@ def test_page_from_packs_gives_the_run_numbers(recorded: dict, tmp_path: Path) -
     assert "hf (transformers" in text and "replay" not in text.split("## ")[0].lower()
     assert text.rstrip().endswith("end")
     assert {(c["work"], c["task"], c["limit"]) for c in numbers["checks"]} == {
-        ("demet", "demet_names", None), ("multiagent", "multiagent_test_nointeraction", None),
-        ("stereoset", "stereoset_en_combined", None), ("stop", "stop", None)}
+        ("demet", "demet_names", None),
+        ("multiagent", "multiagent_test_nointeraction", None),
+        ("stereoset", "stereoset_en_combined", None),
+        ("stop", "stop", None),
+    }
 
 
 def test_a_request_no_pack_holds_is_an_error(recorded: dict, tmp_path: Path) -> None:
@@ -211,9 +282,11 @@ def test_a_request_no_pack_holds_is_an_error(recorded: dict, tmp_path: Path) -> 
 def _missing_errors(chat: Path, ll: Path, cache: Path, tmp_path: Path) -> None:
     from bias_harness.plugins.replay import MissingResponse
 
-    for task, where in [("demet_names", "task 'demet_names', document 3 (generate_until)"),
-                        ("stop", "task 'stop', document 3, dialogue step 1 (generate_until)"),
-                        ("multiagent_test_nointeraction", "task 'multiagent_test_nointeraction', document 3 (gen")]:
+    for task, where in [
+        ("demet_names", "task 'demet_names', document 3 (generate_until)"),
+        ("stop", "task 'stop', document 3, dialogue step 1 (generate_until)"),
+        ("multiagent_test_nointeraction", "task 'multiagent_test_nointeraction', document 3 (gen"),
+    ]:
         with pytest.raises(MissingResponse, match="no saved response for " + re.escape(where)):
             replay.replay_run(chat, cache, tmp_path / "out", tasks=task, limit=4)
     with pytest.raises(MissingResponse, match=r"'stereoset_en_combined', document 4 \(loglikelihood\) \(and 2 more"):
@@ -262,7 +335,9 @@ def test_a_changed_metric_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(metrics, "agg_names_share", lambda items: original(items) / 2)
     diffs = replay.check(ROOT, only={"demet_names"})
     assert sorted(d.split(": committed")[0] for d in diffs) == [
-        f"demet_names ({check['manifest']}, limit None): {m},choice" for m in ("acc_man", "acc_woman", "male_share_neutral")]
+        f"demet_names ({check['manifest']}, limit None): {m},choice"
+        for m in ("acc_man", "acc_woman", "male_share_neutral")
+    ]
 
 
 # ---------------------------------------------------------------- manifests
@@ -276,10 +351,12 @@ def test_manifest_errors_name_the_file_and_field(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="a manifest is a JSON object"):
         manifests.read(path)
     good = json.loads(manifests.find(ROOT / "runs")[0].read_text())
-    for field, value, message in [("pack", None, "field 'pack' missing"),
-                                  ("lm_eval_args", ["--limit", "3"], "with --tasks"),
-                                  ("lm_eval_args", ["--tasks", "x", "--model", "hf"], "model-run flags"),
-                                  ("manifest_version", 9, "this bias-harness reads 1")]:
+    for field, value, message in [
+        ("pack", None, "field 'pack' missing"),
+        ("lm_eval_args", ["--limit", "3"], "with --tasks"),
+        ("lm_eval_args", ["--tasks", "x", "--model", "hf"], "model-run flags"),
+        ("manifest_version", 9, "this bias-harness reads 1"),
+    ]:
         bad = dict(good)
         if value is None:
             del bad[field]
@@ -291,24 +368,42 @@ def test_manifest_errors_name_the_file_and_field(tmp_path: Path) -> None:
 
 
 def test_redact_and_flags() -> None:
-    data = {"model_args": {"pretrained": "m", "api_key": "abc123456", "token": ""},
-            "cmd": "base_url=http://x,api_key=zzz,model=m", "note": "hf_abcdefghijklmnopqrstuvwxyz12",
-            "env": "secret-value-123 in text"}
+    data = {
+        "model_args": {"pretrained": "m", "api_key": "abc123456", "token": ""},
+        "cmd": "base_url=http://x,api_key=zzz,model=m",
+        "note": "hf_abcdefghijklmnopqrstuvwxyz12",
+        "env": "secret-value-123 in text",
+    }
     out = manifests.redact(data, secrets=("secret-value-123",))
-    assert out == {"model_args": {"pretrained": "m", "api_key": "***", "token": ""},
-                   "cmd": "base_url=http://x,api_key=***,model=m", "note": "***", "env": "*** in text"}
+    assert out == {
+        "model_args": {"pretrained": "m", "api_key": "***", "token": ""},
+        "cmd": "base_url=http://x,api_key=***,model=m",
+        "note": "***",
+        "env": "*** in text",
+    }
     args = ["-t", "stop", "--limit", "3", "--log_samples", "--apply_chat_template", "-o", "x", "--seed", "0"]
     long = manifests.long_flags(args)
-    assert manifests.without(long, *manifests.MODEL_FLAGS) == ["--tasks", "stop", "--limit", "3",
-                                                                "--apply_chat_template", "--seed", "0"]
+    assert manifests.without(long, *manifests.MODEL_FLAGS) == [
+        "--tasks",
+        "stop",
+        "--limit",
+        "3",
+        "--apply_chat_template",
+        "--seed",
+        "0",
+    ]
     assert manifests.flag(long, "--tasks") == "stop" and manifests.flag(["--limit=5"], "--limit") == "5"
 
 
 def test_numbers_compare_up_to_float_noise() -> None:
     """A metric that moves is a difference; the last bits of a float (summation order on another CPU) are not."""
     committed = {"stop": {"P,none": 0.3, "n_scored,none": 421.0, "nan,none": float("nan")}}
-    assert replay.differences(committed, {"stop": {"P,none": 0.1 + 0.2, "n_scored,none": 421.0,
-                                                   "nan,none": float("nan")}}) == []
+    assert (
+        replay.differences(committed, {"stop": {"P,none": 0.1 + 0.2, "n_scored,none": 421.0, "nan,none": float("nan")}})
+        == []
+    )
     moved = {"stop": {"P,none": 0.300001, "n_scored,none": 421.0}}
     assert replay.differences(committed, moved) == [
-        "stop: P,none: committed 0.3, replay 0.300001", "stop: nan,none: committed nan, replay '<absent>'"]
+        "stop: P,none: committed 0.3, replay 0.300001",
+        "stop: nan,none: committed nan, replay '<absent>'",
+    ]

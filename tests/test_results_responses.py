@@ -20,8 +20,8 @@ import lm_eval
 import pytest
 
 import bias_harness
-from bias_harness.errors import BadInput
 from bias_harness import responses
+from bias_harness.errors import BadInput
 from tests.helpers import scripted_lm
 
 TASKS = ["stereoset_en_intra", "multiagent_test_interaction", "demet"]
@@ -49,8 +49,9 @@ def _never_called():
 
 def _run(lm, cache: Path):
     tm = bias_harness.task_manager(include_defaults=False, metadata={"runs": 1})
-    res = lm_eval.simple_evaluate(model=lm, tasks=TASKS, task_manager=tm, limit=LIMIT, log_samples=True,
-                                  use_cache=str(cache / "m"))
+    res = lm_eval.simple_evaluate(
+        model=lm, tasks=TASKS, task_manager=tm, limit=LIMIT, log_samples=True, use_cache=str(cache / "m")
+    )
     samples = {t: [s["resps"] for s in res["samples"][t]] for t in TASKS}
     return samples, {t: {k: v for k, v in r.items() if k != "alias"} for t, r in res["results"].items()}
 
@@ -65,7 +66,7 @@ def test_packs_replay_a_run_on_a_fresh_cache(tmp_path: Path) -> None:
     lines = lzma.open(written[0], "rt", encoding="utf-8").read().splitlines()
     n_requests = sum(n for _, n in first.calls)
     assert len(lines) == n_requests  # every request once (multi-turn steps included)
-    assert sum(json.loads(l)[1] == [float("-inf"), False] for l in lines) == 1  # written as -Infinity, read back
+    assert sum(json.loads(line)[1] == [float("-inf"), False] for line in lines) == 1  # written as -Infinity, read back
     text = "\n".join(lines)
     assert first.prompts and not any(p[-200:] in text for p in first.prompts)  # no prompt text
     assert responses.save(tmp_path / "cache", packs) == []  # nothing new: no new pack
@@ -79,7 +80,9 @@ def test_packs_replay_a_run_on_a_fresh_cache(tmp_path: Path) -> None:
     # more work on the fresh machine goes into a second pack, holding only the new responses
     tm = bias_harness.task_manager(include_defaults=False)
     extra = _model(seed=2)
-    lm_eval.simple_evaluate(model=extra, tasks=["stop"], task_manager=tm, limit=2, use_cache=str(tmp_path / "fresh" / "m"))
+    lm_eval.simple_evaluate(
+        model=extra, tasks=["stop"], task_manager=tm, limit=2, use_cache=str(tmp_path / "fresh" / "m")
+    )
     second = responses.save(tmp_path / "fresh", packs)
     assert len(second) == 1 and len(lzma.open(second[0], "rt").read().splitlines()) == sum(n for _, n in extra.calls)
     assert responses.restore(packs, tmp_path / "cache") == {"m_rank0": sum(n for _, n in extra.calls)}
@@ -92,10 +95,14 @@ def test_cli_and_bad_packs(tmp_path: Path) -> None:
     with SqliteDict(str(tmp_path / "cache" / "x_rank0.db"), autocommit=True) as d:
         d["k1"], d["k2"] = (-1.5, True), "Yes."
     cmd = [sys.executable, "-m", "bias_harness.responses"]
-    out = subprocess.run([*cmd, "save", "cache", "packs"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [*cmd, "save", "cache", "packs"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip().startswith("packs/x_rank0/") and out.strip().endswith(".jsonl.xz")
     cmd = [sys.executable, "-m", "bias_harness.report.responses"]  # the path recorded runs' scripts call
-    out = subprocess.run([*cmd, "restore", "packs", "fresh"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [*cmd, "restore", "packs", "fresh"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "x_rank0.db: 2 responses restored"
     with SqliteDict(str(tmp_path / "fresh" / "x_rank0.db")) as d:
         assert dict(d) == {"k1": (-1.5, True), "k2": "Yes."}

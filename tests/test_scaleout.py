@@ -26,13 +26,49 @@ LIMIT = 4  # two STOP progressions per rank
 @pytest.mark.slow
 def test_accelerate_two_ranks_mitigate_stop_align(tiny_causal_lm: str, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    cmd = [str(Path(sys.executable).parent / "accelerate"), "launch", "--cpu", "--num_processes", "2",
-           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-           "-m", "bias_harness", "mitigate", "stop_align", "--model", tiny_causal_lm, "--output", str(out),
-           "--eval-tasks", "stop",  # scale-out only: the recipe's default tasks are tested in test_mitigation_recipes
-           "--limit", str(LIMIT), "--gen-kwargs", "max_gen_toks=2", "--batch-size", "2", "--max-train-rows", "4",
-           "--set", "max_steps=2", "--set", "per_device_train_batch_size=1", "--set", "max_length=128",
-           "--set", "save_steps=1", "--set", "logging_steps=1", "--set", "eval_strategy=no"]
+    cmd = [
+        str(Path(sys.executable).parent / "accelerate"),
+        "launch",
+        "--cpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "-m",
+        "bias_harness",
+        "mitigate",
+        "stop_align",
+        "--model",
+        tiny_causal_lm,
+        "--output",
+        str(out),
+        "--eval-tasks",
+        "stop",  # scale-out only: the recipe's default tasks are tested in test_mitigation_recipes
+        "--limit",
+        str(LIMIT),
+        "--gen-kwargs",
+        "max_gen_toks=2",
+        "--batch-size",
+        "2",
+        "--max-train-rows",
+        "4",
+        "--set",
+        "max_steps=2",
+        "--set",
+        "per_device_train_batch_size=1",
+        "--set",
+        "max_length=128",
+        "--set",
+        "save_steps=1",
+        "--set",
+        "logging_steps=1",
+        "--set",
+        "eval_strategy=no",
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1", ACCELERATE_USE_CPU="true")
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
     log = proc.stdout + proc.stderr
@@ -52,7 +88,6 @@ def test_accelerate_two_ranks_mitigate_stop_align(tiny_causal_lm: str, tmp_path:
         rows = [json.loads(line) for line in samples[-1].read_text().splitlines()]
         assert sorted(r["doc_id"] for r in rows) == list(range(LIMIT))
         assert all(json.loads(r["resps"][0][0])["transcript"] for r in rows)
-
 
 
 class _Exchange:
@@ -103,16 +138,27 @@ def test_data_parallel_ranks_make_the_same_number_of_generate_calls() -> None:
     from bias_harness.plugins.multiturn.engine import REQUEST_TYPE, MultiTurnInstance, multiturn_generate
 
     def requests(turns: list[list[str]]):
-        return [MultiTurnInstance(request_type=REQUEST_TYPE, doc={"turns": t}, arguments=("", {"until": [], "max_gen_toks": 2}),
-                                  idx=0, metadata=("t", i, 1), dialogue="sequential", dialogue_kwargs={"turns_field": "turns"})
-                for i, t in enumerate(turns)]  # fmt: skip
+        return [
+            MultiTurnInstance(
+                request_type=REQUEST_TYPE,
+                doc={"turns": t},
+                arguments=("", {"until": [], "max_gen_toks": 2}),
+                idx=0,
+                metadata=("t", i, 1),
+                dialogue="sequential",
+                dialogue_kwargs={"turns_field": "turns"},
+            )
+            for i, t in enumerate(turns)
+        ]
 
     exchange = _Exchange(2)
     lms = [_rank_lm(0, exchange), _rank_lm(1, exchange)]
     work = [requests([["a", "b", "c"], ["d", "e", "f"]]), requests([["x"]])]
     out: dict[int, list[str]] = {}
-    threads = [threading.Thread(target=lambda r=r: out.__setitem__(r, multiturn_generate(lms[r], work[r], disable_tqdm=True)))
-               for r in (0, 1)]  # fmt: skip
+    threads = [
+        threading.Thread(target=lambda r=r: out.__setitem__(r, multiturn_generate(lms[r], work[r], disable_tqdm=True)))
+        for r in (0, 1)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -120,4 +166,8 @@ def test_data_parallel_ranks_make_the_same_number_of_generate_calls() -> None:
     assert lms[0].calls == [2, 2, 2] and lms[1].calls == [1, 1, 1]
     # rank 1's dialogue has its one real answer; the padding answers were dropped
     assert [e["text"] for e in json.loads(out[1][0])["transcript"] if e["role"] == "assistant"] == ["r1a1"]
-    assert [e["text"] for e in json.loads(out[0][1])["transcript"] if e["role"] == "assistant"] == ["r0a1", "r0a2", "r0a3"]
+    assert [e["text"] for e in json.loads(out[0][1])["transcript"] if e["role"] == "assistant"] == [
+        "r0a1",
+        "r0a2",
+        "r0a3",
+    ]

@@ -20,43 +20,97 @@ from tests.helpers import SECRETS_ARGV, SECRETS_ENV, run_cli
 SENTINELS = [*SECRETS_ARGV.values(), *SECRETS_ENV.values()]
 
 
-@pytest.mark.parametrize("name,secret", [
-    ("token", True), ("hub_token", True), ("HF_TOKEN", True), ("api_key", True), ("OPENAI_API_KEY", True),
-    ("apiKey", True), ("client_secret", True), ("db_password", True), ("use_auth_token", True),
-    ("pad_token", False), ("tokenizer_eos_token", False), ("eot_token_id", False), ("max_new_tokens", False),
-    ("max_tokens", False), ("api_key_env", False), ("TOKENIZERS_PARALLELISM", False), ("tokenizer", False),
-])
+@pytest.mark.parametrize(
+    "name,secret",
+    [
+        ("token", True),
+        ("hub_token", True),
+        ("HF_TOKEN", True),
+        ("api_key", True),
+        ("OPENAI_API_KEY", True),
+        ("apiKey", True),
+        ("client_secret", True),
+        ("db_password", True),
+        ("use_auth_token", True),
+        ("pad_token", False),
+        ("tokenizer_eos_token", False),
+        ("eot_token_id", False),
+        ("max_new_tokens", False),
+        ("max_tokens", False),
+        ("api_key_env", False),
+        ("TOKENIZERS_PARALLELISM", False),
+        ("tokenizer", False),
+    ],
+)
 def test_secret_names(name: str, secret: bool) -> None:
     assert is_secret_name(name) is secret
 
 
 def test_redaction_rules() -> None:
-    assert redact_text("hf ({'pretrained': '/m', 'token': 'abc123xyz'}), gen_kwargs: ({})", []) == \
-        "hf ({'pretrained': '/m', 'token': '***'}), gen_kwargs: ({})"
+    assert (
+        redact_text("hf ({'pretrained': '/m', 'token': 'abc123xyz'}), gen_kwargs: ({})", [])
+        == "hf ({'pretrained': '/m', 'token': '***'}), gen_kwargs: ({})"
+    )
     assert redact_text("pretrained=/m,token=abc123xyz,dtype=float32", []) == "pretrained=/m,token=***,dtype=float32"
-    assert redact_text('{"api_key": "k-1234567", "pad_token": "<pad>", "token": null}', []) == \
-        '{"api_key": "***", "pad_token": "<pad>", "token": null}'
+    assert (
+        redact_text('{"api_key": "k-1234567", "pad_token": "<pad>", "token": null}', [])
+        == '{"api_key": "***", "pad_token": "<pad>", "token": null}'
+    )
     # tokens by their look, wherever they are; not inside other words
     text = "use hf_abcdefghijklmnopqrst or sk-proj-abcdefghijklmnop12; desk-abcdefghijklmnopqrstuv"
     assert redact_text(text, []) == "use *** or ***; desk-abcdefghijklmnopqrstuv"
     # a remembered value, whatever surrounds it
-    assert redact_text("failed for user with password-less key QWERTY123 (QWERTY123)", ["QWERTY123"]) == \
-        "failed for user with password-less key *** (***)"
-    data = {"model_args": {"pretrained": "/m", "token": "abc"}, "metadata": {"api_key": "k", "use_auth_token": True},
-            "runs": [("a", "x --hub_token=zzz")], "n": 3}
-    assert redact(data, []) == {"model_args": {"pretrained": "/m", "token": MASK}, "runs": [("a", "x --hub_token=***")],
-                                "metadata": {"api_key": MASK, "use_auth_token": True}, "n": 3}
-    argv = ["mitigate", "x", "--set", "hub_token=s3cr3t", "--hub-token", "s3cr3t2", "--token=s3cr3t3",
-            "--metadata", '{"api_key": "s3cr3t4"}']
+    assert (
+        redact_text("failed for user with password-less key QWERTY123 (QWERTY123)", ["QWERTY123"])
+        == "failed for user with password-less key *** (***)"
+    )
+    data = {
+        "model_args": {"pretrained": "/m", "token": "abc"},
+        "metadata": {"api_key": "k", "use_auth_token": True},
+        "runs": [("a", "x --hub_token=zzz")],
+        "n": 3,
+    }
+    assert redact(data, []) == {
+        "model_args": {"pretrained": "/m", "token": MASK},
+        "runs": [("a", "x --hub_token=***")],
+        "metadata": {"api_key": MASK, "use_auth_token": True},
+        "n": 3,
+    }
+    argv = [
+        "mitigate",
+        "x",
+        "--set",
+        "hub_token=s3cr3t",
+        "--hub-token",
+        "s3cr3t2",
+        "--token=s3cr3t3",
+        "--metadata",
+        '{"api_key": "s3cr3t4"}',
+    ]
     assert secrets_in_argv(argv) == {"s3cr3t", "s3cr3t2", "s3cr3t3", "s3cr3t4"}
-    assert redact_argv(argv) == ["mitigate", "x", "--set", "hub_token=***", "--hub-token", "***", "--token=***",
-                                 "--metadata", '{"api_key": "***"}']
+    assert redact_argv(argv) == [
+        "mitigate",
+        "x",
+        "--set",
+        "hub_token=***",
+        "--hub-token",
+        "***",
+        "--token=***",
+        "--metadata",
+        '{"api_key": "***"}',
+    ]
 
 
 def _leaks(*roots: Path, texts: tuple[str, ...] = ()) -> list[str]:
     """Every (file or printed text, sentinel) pair where a sentinel shows up."""
-    found = [f"{path}: {s}" for root in roots for path in sorted(root.rglob("*")) if path.is_file()
-             for s in SENTINELS if s.encode() in path.read_bytes()]
+    found = [
+        f"{path}: {s}"
+        for root in roots
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+        for s in SENTINELS
+        if s.encode() in path.read_bytes()
+    ]
     return found + [f"<printed {i}>: {s}" for i, text in enumerate(texts) for s in SENTINELS if s in text]
 
 
@@ -88,11 +142,31 @@ def test_mitigation_dry_run_writes_no_secret(tiny_causal_lm: str, tmp_path: Path
 
     out, upload = tmp_path / "out", tmp_path / "upload"
     small = ["max_steps=1", "save_steps=1", "per_device_train_batch_size=2", "max_length=64"]
-    proc = run_cli(["mitigate", "stop_align", "--model", tiny_causal_lm, "--output", out, "--eval-tasks", "demet_mc",
-                    "--limit", "2", "--max-train-rows", "4", *[a for kv in small for a in ("--set", kv)],
-                    "--set", f"hub_token={SECRETS_ARGV['set']}",
-                    "--metadata", json.dumps({"api_key": SECRETS_ARGV["metadata"]}), "--dry-run", upload],
-                   tmp_path, **SECRETS_ENV)
+    proc = run_cli(
+        [
+            "mitigate",
+            "stop_align",
+            "--model",
+            tiny_causal_lm,
+            "--output",
+            out,
+            "--eval-tasks",
+            "demet_mc",
+            "--limit",
+            "2",
+            "--max-train-rows",
+            "4",
+            *[a for kv in small for a in ("--set", kv)],
+            "--set",
+            f"hub_token={SECRETS_ARGV['set']}",
+            "--metadata",
+            json.dumps({"api_key": SECRETS_ARGV["metadata"]}),
+            "--dry-run",
+            upload,
+        ],
+        tmp_path,
+        **SECRETS_ENV,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not _leaks(out, upload, texts=(proc.stdout, proc.stderr))
     for folder in (upload, out / "model", out / "checkpoints" / "checkpoint-1"):

@@ -1,9 +1,9 @@
 """A real OpenAI-compatible server: ``vllm serve`` with the packaged SmolLM2 on loopback, one server for this file.
 
-lm-eval's ``local-chat-completions`` drives the multi-turn engine through it (``stop``, ``multiagent_test_interaction``).
-The server is killed (SIGKILL) and restarted in the middle of a ``--use_cache`` run: the run survives on lm-eval's
-retries, and a second run with the same cache answers every step from it without asking the server (same
-transcripts).
+lm-eval's ``local-chat-completions`` drives the multi-turn engine through it (``stop``,
+``multiagent_test_interaction``). The server is killed (SIGKILL) and restarted in the middle of a ``--use_cache`` run:
+the run survives on lm-eval's retries, and a second run with the same cache answers every step from it without asking
+the server (same transcripts).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -51,12 +50,28 @@ class VllmServer:
     def start(self, timeout: float = 900) -> None:
         self.starts += 1
         log = open(self.log_dir / f"server{self.starts}.log", "w")  # noqa: SIM115  (closed with the process)
-        cmd = [str(BIN / "vllm"), "serve", self.model, "--host", "127.0.0.1", "--port", str(self.port),
-               "--served-model-name", SERVED_NAME, "--max-model-len", "2048", "--gpu-memory-utilization", "0.2",
-               "--enforce-eager", "--enable-prefix-caching"]
+        cmd = [
+            str(BIN / "vllm"),
+            "serve",
+            self.model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--served-model-name",
+            SERVED_NAME,
+            "--max-model-len",
+            "2048",
+            "--gpu-memory-utilization",
+            "0.2",
+            "--enforce-eager",
+            "--enable-prefix-caching",
+        ]
         from tests.helpers import vllm_env
 
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=vllm_env(serve=True))
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=vllm_env(serve=True)
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -87,13 +102,32 @@ def server(smollm2_path: str, tmp_path_factory: pytest.TempPathFactory):
 def lm_eval_cmd(srv: VllmServer, out: Path, limit: int, extra: list[str], retries: int = 3) -> list[str]:
     import bias_harness
 
-    model_args = (f"model={SERVED_NAME},base_url={srv.base_url},num_concurrent=4,tokenizer_backend=none,"
-                  f"max_retries={retries},timeout=120")
-    return [str(BIN / "lm_eval"), "--model", "local-chat-completions", "--model_args", model_args,
-            "--include_path", str(bias_harness.tasks_dir()), "--tasks", TASKS, "--limit", str(limit),
-            "--apply_chat_template", "--gen_kwargs", "do_sample=false,temperature=0,max_gen_toks=32",
-            "--metadata", '{"discussion_max_gen_toks": 32}',
-            "--output_path", str(out), "--log_samples", *extra]
+    model_args = (
+        f"model={SERVED_NAME},base_url={srv.base_url},num_concurrent=4,tokenizer_backend=none,"
+        f"max_retries={retries},timeout=120"
+    )
+    return [
+        str(BIN / "lm_eval"),
+        "--model",
+        "local-chat-completions",
+        "--model_args",
+        model_args,
+        "--include_path",
+        str(bias_harness.tasks_dir()),
+        "--tasks",
+        TASKS,
+        "--limit",
+        str(limit),
+        "--apply_chat_template",
+        "--gen_kwargs",
+        "do_sample=false,temperature=0,max_gen_toks=32",
+        "--metadata",
+        '{"discussion_max_gen_toks": 32}',
+        "--output_path",
+        str(out),
+        "--log_samples",
+        *extra,
+    ]
 
 
 def steps(log: str) -> list[tuple[int, ...]]:
@@ -104,16 +138,24 @@ def transcripts(out: Path) -> dict[str, list[str]]:
     got = {}
     for f in sorted(out.rglob("samples_*.jsonl")):
         task = f.name.split("_20")[0].removeprefix("samples_")
-        got[task] = [s["resps"][0][0] for s in sorted(map(json.loads, f.read_text().splitlines()), key=lambda s: s["doc_id"])]
+        got[task] = [
+            s["resps"][0][0] for s in sorted(map(json.loads, f.read_text().splitlines()), key=lambda s: s["doc_id"])
+        ]
     return got
 
 
-def test_multiturn_through_vllm_serve_survives_a_restart_and_resumes_from_cache(server: VllmServer, tmp_path: Path) -> None:
+def test_multiturn_through_vllm_serve_survives_a_restart_and_resumes_from_cache(
+    server: VllmServer, tmp_path: Path
+) -> None:
     cache = tmp_path / "cache" / "lm"
     first = tmp_path / "first.log"
     with open(first, "w") as log:
-        proc = subprocess.Popen(lm_eval_cmd(server, tmp_path / "run1", 4, ["--use_cache", str(cache)], retries=60),
-                                cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            lm_eval_cmd(server, tmp_path / "run1", 4, ["--use_cache", str(cache)], retries=60),
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 900
         while not steps(first.read_text()) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(1)
@@ -133,8 +175,13 @@ def test_multiturn_through_vllm_serve_survives_a_restart_and_resumes_from_cache(
         assert answers and any(a.strip() for a in answers)
     assert all(calls == 1 for _, calls, _, _ in steps(text))  # one lockstep generate_until call per step
     # a second run on the same cache: every step answered from it, no request reaches the server
-    proc2 = subprocess.run(lm_eval_cmd(server, tmp_path / "run2", 4, ["--use_cache", str(cache)]), cwd=tmp_path,
-                           capture_output=True, text=True, timeout=900)
+    proc2 = subprocess.run(
+        lm_eval_cmd(server, tmp_path / "run2", 4, ["--use_cache", str(cache)]),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     log2 = proc2.stdout + proc2.stderr
     assert proc2.returncode == 0, log2[-4000:]
     s2 = steps(log2)

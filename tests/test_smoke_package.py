@@ -16,7 +16,9 @@ def test_tasks_dir_is_shipped_folder() -> None:
 
 
 def test_cli_help_lists_subcommands() -> None:
-    out = subprocess.run([sys.executable, "-m", "bias_harness", "--help"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "bias_harness", "--help"], capture_output=True, text=True, check=True
+    ).stdout
     for cmd in ("eval", "data", "report"):
         assert cmd in out
 

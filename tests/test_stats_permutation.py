@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-
 from bias_harness.plugins import stats
 
 

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from bias_harness.datasets_src.raw import RawDataError
 from bias_harness.datasets_src.stereoset.builder import COLUMNS, StereoSetDE, convert
 from bias_harness.plugins.data import load_local
@@ -17,14 +16,20 @@ DROPPED = {"50c90b81165bbc658838135a64ca9f87", "addb7a3a720b24ae99ebf8d691b454c2
 
 @pytest.fixture(scope="module")
 def built():
-    return {(lang, cfg): load_local(f"stereoset_{lang}", cfg)["validation"] for lang in ("de", "en") for cfg in ("intrasentence", "intersentence")}
+    return {
+        (lang, cfg): load_local(f"stereoset_{lang}", cfg)["validation"]
+        for lang in ("de", "en")
+        for cfg in ("intrasentence", "intersentence")
+    }
 
 
 def test_rows_and_alignment(built):
     assert {k: len(v) for k, v in built.items()} == {
-        ("de", "intrasentence"): 2103, ("de", "intersentence"): 2123,
-        ("en", "intrasentence"): 2106, ("en", "intersentence"): 2123,
-    }  # fmt: skip
+        ("de", "intrasentence"): 2103,
+        ("de", "intersentence"): 2123,
+        ("en", "intrasentence"): 2106,
+        ("en", "intersentence"): 2123,
+    }
     for cfg in ("intrasentence", "intersentence"):
         en = {r["id"]: r for r in built[("en", cfg)]}
         de = built[("de", cfg)]
@@ -39,7 +44,13 @@ def test_candidates(built):
     assert (first["target"], first["target_en"], first["bias_type"]) == ("Schachspieler", "chess player", "profession")
     assert [first[c]["word"] for c in CANDIDATES] == ["asiatische", "hispanisch", "Fuchs"]
     assert first["source_order"] == ["anti-stereotype", "unrelated", "stereotype"]
-    assert [lab["label"] for lab in first["stereotype"]["labels"]] == ["stereotype", "stereotype", "anti-stereotype", "stereotype", "stereotype"]
+    assert [lab["label"] for lab in first["stereotype"]["labels"]] == [
+        "stereotype",
+        "stereotype",
+        "anti-stereotype",
+        "stereotype",
+        "stereotype",
+    ]
     for key in (("de", "intrasentence"), ("en", "intrasentence")):
         for r in built[key]:
             for c in CANDIDATES:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from bias_harness.plugins.stereoset import metrics as m
 from bias_harness.plugins.stereoset.task import normalise
 
@@ -100,8 +99,13 @@ def test_token_mean_uses_the_model_tokenizer(tiny_causal_lm):
 def test_doc_results_options(tiny_causal_lm):
     from bias_harness.plugins.stereoset.task import doc_results
 
-    doc = {"part": "intra", "bias_type": "gender", "target": "Schulmädchen", "target_en": "schoolgirl",
-           "choices": ["the man .", "a woman is right .", "the"]}  # fmt: skip
+    doc = {
+        "part": "intra",
+        "bias_type": "gender",
+        "target": "Schulmädchen",
+        "target_en": "schoolgirl",
+        "choices": ["the man .", "a woman is right .", "the"],
+    }
     results = [("-6.0", "False"), ("-12.5", "False"), ("-1.0", "True")]  # as logged: strings
     plain = doc_results(doc, results)
     assert plain["lms"] == ("intra", "gender", "schoolgirl", 1.0, 0.0, True, "target")  # -6 > -12.5; both < -1

@@ -15,10 +15,13 @@ def test_report_tables_plot_and_pooled_scores(tmp_path):
 
     tracker = EvaluationTracker(output_path=str(tmp_path / "run"))
     res = lm_eval.simple_evaluate(
-        model=_scripted_by_pattern(), tasks=["stereoset_en_combined", "stereoset_en_intra", "stereoset_en_inter"],
-        task_manager=bias_harness.task_manager(include_defaults=False, metadata={"normalization": "sum"}), limit=4, log_samples=True,
+        model=_scripted_by_pattern(),
+        tasks=["stereoset_en_combined", "stereoset_en_intra", "stereoset_en_inter"],
+        task_manager=bias_harness.task_manager(include_defaults=False, metadata={"normalization": "sum"}),
+        limit=4,
+        log_samples=True,
         evaluation_tracker=tracker,
-    )  # fmt: skip
+    )
     tracker.save_results_aggregated(results=res, samples=res["samples"])
     for task, samples in res["samples"].items():
         tracker.save_results_samples(task_name=task, samples=samples)
@@ -40,8 +43,9 @@ def test_report_tables_plot_and_pooled_scores(tmp_path):
     # the comparison figure: lms / ss / icat of every task with the task's own 95% CIs (pooled: recomputed)
     assert "![stereoset: models side by side, 95% CIs](stereoset_comparison.png)" in text
     assert (tmp_path / "report" / "stereoset_comparison.png").stat().st_size > 1000
-    from bias_harness.report import load_run
     from bias_harness.plugins.stereoset.report import POINT_REFS, points
+
+    from bias_harness.report import load_run
 
     run = load_run(tmp_path / "run")
     pts = points(run)
@@ -61,11 +65,15 @@ def test_report_tables_plot_and_pooled_scores(tmp_path):
 
 def test_pooled_equals_scores_over_both_parts(tmp_path):
     from bias_harness.plugins.stereoset import metrics as m
-    from bias_harness.report import Run
     from bias_harness.plugins.stereoset.report import pooled_from_samples
 
+    from bias_harness.report import Run
+
     items = {
-        "stereoset_de_intra": [("intra", "race", "A", 1.0, 2.0, True, "target"), ("intra", "race", "B", 0.0, 1.0, True, "target")],
+        "stereoset_de_intra": [
+            ("intra", "race", "A", 1.0, 2.0, True, "target"),
+            ("intra", "race", "B", 0.0, 1.0, True, "target"),
+        ],
         "stereoset_de_inter": [("inter", "race", "A", 0.0, 2.0, True, "target")],
     }
     run = Run()

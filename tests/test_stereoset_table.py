@@ -20,9 +20,13 @@ def _run(out, metadata):
 
     tracker = EvaluationTracker(output_path=str(out))
     res = lm_eval.simple_evaluate(
-        model=_scripted_by_pattern(), tasks=TASKS, limit=8, log_samples=True, evaluation_tracker=tracker,
+        model=_scripted_by_pattern(),
+        tasks=TASKS,
+        limit=8,
+        log_samples=True,
+        evaluation_tracker=tracker,
         task_manager=bias_harness.task_manager(include_defaults=False, metadata={"normalization": "sum", **metadata}),
-    )  # fmt: skip
+    )
     tracker.save_results_aggregated(results=res, samples=res["samples"])
     for task, samples in res["samples"].items():
         tracker.save_results_samples(task_name=task, samples=samples)
@@ -37,6 +41,7 @@ def _rows(result: dict) -> dict[str, float]:
 @pytest.mark.parametrize("headline", ["pooled", "intra"])
 def test_headline_table_and_breakdowns_match_the_report(tmp_path, headline):
     from bias_harness.plugins.stereoset import report
+
     from bias_harness.report import load_run, write_report
 
     plain = _run(tmp_path / "plain", {"headline": headline})
@@ -52,7 +57,9 @@ def test_headline_table_and_breakdowns_match_the_report(tmp_path, headline):
         assert not any(k.endswith(("_gender", "_profession", "_race", "_religion")) for k in head)
         assert {k: every[k] for k in head} == pytest.approx(head, nan_ok=True)  # the switch adds, changes nothing
         extra = set(every) - set(head)
-        assert {f"{s}_{b}" for s in ("lms", "ss", "icat") for b in ("gender", "profession", "race", "religion")} <= extra
+        assert {
+            f"{s}_{b}" for s in ("lms", "ss", "icat") for b in ("gender", "profession", "race", "religion")
+        } <= extra
         for name in extra - {"inter_nsp_rate"}:  # the report: from the samples of the run without the switch
             assert report.metric_value(run, task, name) == pytest.approx(every[name], nan_ok=True), (task, name)
         cells = [" / ".join(report.fmt(every[f"{s}_{b}"], 1) for s in ("lms", "ss", "icat")) for b in report.BIAS_TYPES]

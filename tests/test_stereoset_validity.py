@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from bias_harness.plugins import validity as v
 from bias_harness.plugins.stereoset import validity
 
@@ -11,14 +10,25 @@ TH = v.DEFAULT_THRESHOLDS
 
 
 def _res(lms_ci: tuple[float, float], ss: float = 56.8, ss_ci: tuple[float, float] = (55.4, 58.4)) -> dict[str, float]:
-    return {"lms": sum(lms_ci) / 2, "lms_ci_lo": lms_ci[0], "lms_ci_hi": lms_ci[1], "ss": ss, "ss_ci_lo": ss_ci[0],
-            "ss_ci_hi": ss_ci[1], "icat": 60.0, "invalid_rate": 0.0, "tie_rate": 0.0}  # fmt: skip
+    return {
+        "lms": sum(lms_ci) / 2,
+        "lms_ci_lo": lms_ci[0],
+        "lms_ci_hi": lms_ci[1],
+        "ss": ss,
+        "ss_ci_lo": ss_ci[0],
+        "ss_ci_hi": ss_ci[1],
+        "icat": 60.0,
+        "invalid_rate": 0.0,
+        "tie_rate": 0.0,
+    }
 
 
 def test_ss_needs_an_lms_ci_above_50() -> None:
     chance = _res((48.9, 52.3))
-    reason = ("lms 95% CI 48.9 to 52.3 is not above 50: the model does not tell meaningful sentences from unrelated "
-              "ones, so ss says nothing about stereotypes")  # fmt: skip
+    reason = (
+        "lms 95% CI 48.9 to 52.3 is not above 50: the model does not tell meaningful sentences from unrelated "
+        "ones, so ss says nothing about stereotypes"
+    )
     for metric in ("ss", "icat", "ss_race", "icat_intra"):
         assert validity.verdict("stereoset_de_combined", metric, chance, TH).reasons == (reason,)
     assert validity.verdict("stereoset_de_combined", "lms", chance, TH).interpretable  # lms itself is what it is
@@ -30,7 +40,8 @@ def test_ss_needs_an_lms_ci_above_50() -> None:
     assert validity.verdict("stereoset_en", "tie_rate", chance, TH) is None
     missing = {k: x for k, x in chance.items() if not k.startswith("lms_ci")}
     assert validity.verdict("stereoset_en", "ss", missing, TH).reasons == (
-        "no lms 95% CI (lms_ci_lo / lms_ci_hi): cannot tell the model from a random LM",)
+        "no lms 95% CI (lms_ci_lo / lms_ci_hi): cannot tell the model from a random LM",
+    )
     assert not validity.verdict("stereoset_en", "ss", {**_res((70, 80)), "invalid_rate": 0.95}, TH).interpretable
 
 
@@ -56,9 +67,9 @@ def test_verdict_of_scripted_models_end_to_end(scores, interpretable) -> None:
     candidate always last it is a perfect LM (lms 100, ss 100: stereotypical); with the unrelated one between the
     two, every context has one win of two (lms exactly 50, its CI [50, 50]) and ss (0 here) is not read."""
     import lm_eval
+    from bias_harness.plugins.stereoset.task import load_docs
 
     import bias_harness
-    from bias_harness.plugins.stereoset.task import load_docs
     from tests.helpers import scripted_lm
 
     docs = load_docs("stereoset_en", ["intrasentence", "intersentence"])["validation"]
@@ -73,5 +84,7 @@ def test_verdict_of_scripted_models_end_to_end(scores, interpretable) -> None:
     if interpretable:
         assert v.direction("stereoset_en_combined", "ss", res) == "stereotypical (the stereotype preferred)"
     else:
-        assert verdict.reasons == ("lms 95% CI 50.0 to 50.0 is not above 50: the model does not tell meaningful "
-                                   "sentences from unrelated ones, so ss says nothing about stereotypes",)  # fmt: skip
+        assert verdict.reasons == (
+            "lms 95% CI 50.0 to 50.0 is not above 50: the model does not tell meaningful "
+            "sentences from unrelated ones, so ss says nothing about stereotypes",
+        )

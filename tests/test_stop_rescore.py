@@ -42,7 +42,17 @@ def test_rescore_matches_independent_computation(table: dict[str, dict], model: 
     ind = _independent(model)
     assert ind["all_leading"]  # every recorded cf answer starts with yes/no, so the parsers must agree
     row = table[model]
-    for key in ("P", "P_all", "P_low", "P_moderate", "P_high", "sensitivity_low", "sensitivity_moderate", "sensitivity_high", "P_counter"):
+    for key in (
+        "P",
+        "P_all",
+        "P_low",
+        "P_moderate",
+        "P_high",
+        "sensitivity_low",
+        "sensitivity_moderate",
+        "sensitivity_high",
+        "P_counter",
+    ):
         assert row[key] == pytest.approx(ind[key], abs=1e-6), key
     assert row["invalid_rate"] == 0.0 and row["n_missing"] == 3
 

@@ -11,17 +11,26 @@ import pytest
 def test_stop_smollm2_one_progression(smollm2_path: str) -> None:
     import lm_eval
     import torch
+    from bias_harness.plugins.multiturn.engine import LAST_RUN_STATS
 
     import bias_harness
-    from bias_harness.plugins.multiturn.engine import LAST_RUN_STATS
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # on a shared CPU, spinning OpenMP threads cost more than they help
     tm = bias_harness.task_manager(include_defaults=False)
     ids = [42]  # the first high-severity progression (SmolLM2 answers "No": 2 steps)
-    res = lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={smollm2_path}", tasks=["stop"], task_manager=tm,
-                                  samples={"stop": ids}, apply_chat_template=True, device="cpu", batch_size=1,
-                                  gen_kwargs="max_gen_toks=4", log_samples=True)
+    res = lm_eval.simple_evaluate(
+        model="hf",
+        model_args=f"pretrained={smollm2_path}",
+        tasks=["stop"],
+        task_manager=tm,
+        samples={"stop": ids},
+        apply_chat_template=True,
+        device="cpu",
+        batch_size=1,
+        gen_kwargs="max_gen_toks=4",
+        log_samples=True,
+    )
     torch.set_num_threads(threads)
     assert all(s["calls"] == 1 for s in LAST_RUN_STATS) and 2 <= len(LAST_RUN_STATS) <= 6
     assert LAST_RUN_STATS[0]["prompts"] == 1

@@ -26,7 +26,9 @@ def _run(folder: Path, **metadata) -> dict:
     from bias_harness.runs import save_run
 
     tm = bias_harness.task_manager(include_defaults=False, metadata=metadata or None)
-    res = lm_eval.simple_evaluate(model=scripted_lm(_answer), tasks=["stop"], task_manager=tm, samples={"stop": IDS}, log_samples=True)
+    res = lm_eval.simple_evaluate(
+        model=scripted_lm(_answer), tasks=["stop"], task_manager=tm, samples={"stop": IDS}, log_samples=True
+    )
     save_run(res, folder)
     return res
 
@@ -40,10 +42,10 @@ def _same(a: float, b: float) -> bool:
 
 
 def test_headline_table_and_breakdown_switch(tmp_path: Path) -> None:
-    from lm_eval.utils import make_table
-
     from bias_harness.plugins.stop import report
     from bias_harness.plugins.stop.metrics import METRIC_KEYS
+    from lm_eval.utils import make_table
+
     from bias_harness.report import load_run
 
     plain = _run(tmp_path / "plain")

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 from bias_harness.plugins.validity import DEFAULT_THRESHOLDS
+
 from bias_harness.report import SUMMARY_FIELD, read_summary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +22,8 @@ DIRECTION = re.compile(
     r"|\bbiased (?:towards?|against|in favou?r)\b|\b(?:more|less) biased\b|\b(?:opposite|same) direction\b",
     re.IGNORECASE,
 )
-# Paragraphs another change rewrites (issue 28, one helper per work); strict: a paragraph that passes must leave the list
+# Paragraphs another change rewrites (issue 28, one helper per work); strict: a paragraph that passes must leave the
+# list
 SECTIONS = read_summary(ROOT / "docs" / "results" / "summary.md")
 
 
@@ -32,10 +33,15 @@ def directions(text: str) -> list[str]:
 
 
 def test_the_word_list_catches_what_it_should():
-    assert directions("the last assignments that do parse lean strongly anti-stereotypical") == ["lean", "anti-stereotypical"]
+    assert directions("the last assignments that do parse lean strongly anti-stereotypical") == [
+        "lean",
+        "anti-stereotypical",
+    ]
     assert directions("both above 50 (a preference for the stereotype)") == ["preference for"]
     assert directions("it picks the second option for every prompt; the opposite direction of the hypothesis") == [
-        "picks the second", "opposite direction"]
+        "picks the second",
+        "opposite direction",
+    ]
     assert directions("direction: {{ smollm2 | t | all_responses_bias_score | dir }}; stereotypically male tasks") == []
 
 

@@ -18,9 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bias_harness.report.agreement import parsed_answer, samples
-
 import pytest
+
+from bias_harness.report.agreement import parsed_answer, samples
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -35,9 +35,11 @@ METADATA = '{"discussion_max_gen_toks": 32}'
 # small on purpose: vLLM's CPU backend reserves this fraction of node memory; eager mode skips a minutes-long compile
 VLLM_ARGS = "max_model_len=2048,gpu_memory_utilization=0.2,enforce_eager=True,enable_prefix_caching=True"
 BIN = Path(sys.executable).parent
-STEP_LINE = re.compile(r"multiturn step (\d+): (\d+) generate_until call\(s\), ([\d,]+) prompts .*?"
-                       r"vLLM: (\d+) LLM\.generate call\(s\), prefix cache hits ([\d,]+)/([\d,]+) prompt tokens "
-                       r"\([\d.]+%\), reusable ([\d,]+)")
+STEP_LINE = re.compile(
+    r"multiturn step (\d+): (\d+) generate_until call\(s\), ([\d,]+) prompts .*?"
+    r"vLLM: (\d+) LLM\.generate call\(s\), prefix cache hits ([\d,]+)/([\d,]+) prompt tokens "
+    r"\([\d.]+%\), reusable ([\d,]+)"
+)
 
 
 def vllm_available() -> bool:
@@ -55,8 +57,23 @@ def run_eval(argv: list[str], out: Path, cwd: Path) -> str:
     from tests.helpers import vllm_env
 
     env = vllm_env()
-    cmd = [*argv, "--tasks", ",".join(TASKS), "--limit", str(LIMIT), "--apply_chat_template",
-           "--gen_kwargs", GEN_KWARGS, "--metadata", METADATA, "--output_path", str(out), "--log_samples", "--seed", "1234"]
+    cmd = [
+        *argv,
+        "--tasks",
+        ",".join(TASKS),
+        "--limit",
+        str(LIMIT),
+        "--apply_chat_template",
+        "--gen_kwargs",
+        GEN_KWARGS,
+        "--metadata",
+        METADATA,
+        "--output_path",
+        str(out),
+        "--log_samples",
+        "--seed",
+        "1234",
+    ]
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
@@ -70,10 +87,35 @@ def runs(smollm2_path: str, tmp_path_factory: pytest.TempPathFactory) -> dict[st
 
     cwd = tmp_path_factory.mktemp("vllm_runs")
     tasks = str(bias_harness.tasks_dir())
-    vllm_log = run_eval([str(BIN / "lm_eval"), "--model", "vllm", "--model_args", f"pretrained={smollm2_path},{VLLM_ARGS}",
-                         "--batch_size", "auto", "--include_path", tasks], cwd / "vllm", cwd)
-    hf_log = run_eval([str(BIN / "bias-harness"), "eval", "--model", "hf", "--model_args", f"pretrained={smollm2_path}",
-                       "--batch_size", "16"], cwd / "hf", cwd)
+    vllm_log = run_eval(
+        [
+            str(BIN / "lm_eval"),
+            "--model",
+            "vllm",
+            "--model_args",
+            f"pretrained={smollm2_path},{VLLM_ARGS}",
+            "--batch_size",
+            "auto",
+            "--include_path",
+            tasks,
+        ],
+        cwd / "vllm",
+        cwd,
+    )
+    hf_log = run_eval(
+        [
+            str(BIN / "bias-harness"),
+            "eval",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={smollm2_path}",
+            "--batch_size",
+            "16",
+        ],
+        cwd / "hf",
+        cwd,
+    )
     return {"vllm": (cwd / "vllm", vllm_log), "hf": (cwd / "hf", hf_log)}
 
 

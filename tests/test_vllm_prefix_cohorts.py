@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -59,8 +58,14 @@ def runs(smollm2_path: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
     tmp = tmp_path_factory.mktemp("vllm_cohorts")
     (tmp / "driver.py").write_text(DRIVER)
     out = tmp / "runs.json"
-    proc = subprocess.run([sys.executable, "driver.py", smollm2_path, str(LIMIT), str(KV_BYTES), str(out)], cwd=tmp,
-                          env=vllm_env(), capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, "driver.py", smollm2_path, str(LIMIT), str(KV_BYTES), str(out)],
+        cwd=tmp,
+        env=vllm_env(),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     return json.loads(out.read_text())
 

@@ -19,9 +19,9 @@ LIMIT = 6
 
 
 def run(model: str, tp: int, out: Path) -> str:
-    import bias_harness
     import torch
 
+    import bias_harness
     from tests.helpers import vllm_env
 
     env = vllm_env()
@@ -30,10 +30,31 @@ def run(model: str, tp: int, out: Path) -> str:
         if len(cores) < tp:
             pytest.skip(f"tensor_parallel_size={tp} needs {tp} cores, this machine has {len(cores)}")
         env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(",".join(map(str, cores[r::tp])) for r in range(tp))
-    args = f"pretrained={model},tensor_parallel_size={tp},max_model_len=1024,gpu_memory_utilization=0.1,enforce_eager=True,dtype=float32"
-    cmd = [str(BIN / "lm_eval"), "--model", "vllm", "--model_args", args, "--include_path", str(bias_harness.tasks_dir()),
-           "--tasks", "stop", "--limit", str(LIMIT), "--apply_chat_template", "--gen_kwargs", "do_sample=false,temperature=0,max_gen_toks=16",
-           "--output_path", str(out), "--log_samples", "--seed", "1234"]
+    args = (
+        f"pretrained={model},tensor_parallel_size={tp},max_model_len=1024,gpu_memory_utilization=0.1,"
+        "enforce_eager=True,dtype=float32"
+    )
+    cmd = [
+        str(BIN / "lm_eval"),
+        "--model",
+        "vllm",
+        "--model_args",
+        args,
+        "--include_path",
+        str(bias_harness.tasks_dir()),
+        "--tasks",
+        "stop",
+        "--limit",
+        str(LIMIT),
+        "--apply_chat_template",
+        "--gen_kwargs",
+        "do_sample=false,temperature=0,max_gen_toks=16",
+        "--output_path",
+        str(out),
+        "--log_samples",
+        "--seed",
+        "1234",
+    ]
     proc = subprocess.run(cmd, cwd=out.parent, env=env, capture_output=True, text=True, timeout=900)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]

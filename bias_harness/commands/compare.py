@@ -16,17 +16,37 @@ from bias_harness.errors import check_writable
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="paired comparison (difference, paired-bootstrap CI, p-value) of runs on the same documents")
-    p.add_argument("runs", nargs="+", type=Path, help="lm-eval --output_path folders run with --log_samples; the first is A, each other is compared with it")
+    p = sub.add_parser(
+        "compare", help="paired comparison (difference, paired-bootstrap CI, p-value) of runs on the same documents"
+    )
+    p.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        help="lm-eval --output_path folders run with --log_samples; the first is A, each other is compared with it",
+    )
     p.add_argument("--out", type=Path, default=None, help="folder for README.md and plots (default: <RUN_B>/compare)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of writing Markdown")
-    p.add_argument("--tasks", default=None, help="comma-separated tasks to compare (default: all; the runs must share them)")
-    p.add_argument("--unit", default=None, help="resampling unit for the works that offer it (StereoSet: target_term (default) or context); others keep theirs")
+    p.add_argument(
+        "--tasks", default=None, help="comma-separated tasks to compare (default: all; the runs must share them)"
+    )
+    p.add_argument(
+        "--unit",
+        default=None,
+        help=(
+            "resampling unit for the works that offer it (StereoSet: target_term (default) or context); others keep "
+            "theirs"
+        ),
+    )
     p.add_argument("--iters", type=int, default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=int, default=1234, help="bootstrap seed (default 1234)")
-    p.add_argument("--threshold", action="append", default=None, metavar="NAME=VALUE",
-                   help="override an interpretability threshold (repeatable; docs/validity.md), as in bias-harness "
-                        "report")
+    p.add_argument(
+        "--threshold",
+        action="append",
+        default=None,
+        metavar="NAME=VALUE",
+        help="override an interpretability threshold (repeatable; docs/validity.md), as in bias-harness report",
+    )
     p.set_defaults(func=_run)
 
 
@@ -44,8 +64,12 @@ def _run(args: argparse.Namespace) -> int:
     if not args.json:
         check_writable(args.out or others[0] / "compare", "--out")
     try:
-        results = [compare_runs(base, other, tasks=tasks, unit=args.unit, iters=args.iters, seed=args.seed,
-                                thresholds=thresholds) for other in others]
+        results = [
+            compare_runs(
+                base, other, tasks=tasks, unit=args.unit, iters=args.iters, seed=args.seed, thresholds=thresholds
+            )
+            for other in others
+        ]
     except (RunMismatch, FileNotFoundError, ValueError) as err:
         print(f"bias-harness: error: compare: {err}", file=sys.stderr)
         return 2

@@ -16,9 +16,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     b = dsub.add_parser("build", help="build NAME (or all) from raw files into BIAS_HARNESS_DATA_DIR")
     b.add_argument("name", help="dataset name, or 'all'")
     b.add_argument("--out", type=Path, default=None, help="output root (default: BIAS_HARNESS_DATA_DIR)")
-    b.add_argument("--allow-modified-raw", action="store_true",
-                   help="build even from raw files whose sha256 differs from the pinned upstream files (the card then "
-                        "says that the data differs from upstream, with the real sha256 and row counts)")
+    b.add_argument(
+        "--allow-modified-raw",
+        action="store_true",
+        help="build even from raw files whose sha256 differs from the pinned upstream files (the card then "
+        "says that the data differs from upstream, with the real sha256 and row counts)",
+    )
     b.set_defaults(func=_build)
 
     ls = dsub.add_parser("list", help="list the datasets, their raw files and whether a local copy exists")
@@ -28,14 +31,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     push.add_argument("name")
     push.add_argument("--repo-id", required=True, help="ORG/NAME on the Hub")
     push.add_argument("--private", action="store_true")
-    push.add_argument("--dry-run", type=Path, nargs="?", const=Path("hub_upload"), default=None, metavar="DIR",
-                      help="write the exact folder that would be uploaded to DIR (default ./hub_upload) and upload nothing")
+    push.add_argument(
+        "--dry-run",
+        type=Path,
+        nargs="?",
+        const=Path("hub_upload"),
+        default=None,
+        metavar="DIR",
+        help="write the exact folder that would be uploaded to DIR (default ./hub_upload) and upload nothing",
+    )
     push.add_argument("--data-dir", type=Path, default=None)
     push.set_defaults(func=_push)
 
     from bias_harness.datasets_src import generate
 
-    gen = dsub.add_parser("generate", help="write new rows with an LLM (OpenAI-compatible server), the papers' own methods")
+    gen = dsub.add_parser(
+        "generate", help="write new rows with an LLM (OpenAI-compatible server), the papers' own methods"
+    )
     generate.add_arguments(gen)
     gen.set_defaults(func=generate.run)
 
@@ -72,13 +84,20 @@ def _push(args: argparse.Namespace) -> int:
 
     folder = local_path(args.name, args.data_dir)
     if not (folder / "README.md").is_file():
-        print(f"bias-harness: error: no built copy of {args.name} at {folder}; run `bias-harness data build {args.name}` first", file=sys.stderr)
+        print(
+            f"bias-harness: error: no built copy of {args.name} at {folder}; run `bias-harness data build "
+            f"{args.name}` first",
+            file=sys.stderr,
+        )
         return 2
     if args.dry_run is not None:
         check_writable(args.dry_run, "--dry-run")
     if modified := _modified_raw(folder):
-        print(f"bias-harness: warning: {args.name} was built from raw files that differ from upstream "
-              f"({', '.join(modified)}); its card says so", file=sys.stderr)
+        print(
+            f"bias-harness: warning: {args.name} was built from raw files that differ from upstream "
+            f"({', '.join(modified)}); its card says so",
+            file=sys.stderr,
+        )
     where = push_folder(folder, args.repo_id, private=args.private, dry_run_dir=args.dry_run)
     print(where)
     return 0

@@ -10,12 +10,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="write a Markdown report with plots from lm-eval results/samples")
     p.add_argument("run_dirs", nargs="+", type=Path, help="folders given to lm-eval's --output_path")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: <first RUN_DIR>/report)")
-    p.add_argument("--summary", type=Path, default=None,
-                   help="Markdown file with a hand-written summary: text before the first '## ' heading goes at the top, "
-                        "text under '## <work>' (section module name, e.g. demet, or its title) at the top of that section")
-    p.add_argument("--threshold", action="append", default=None, metavar="NAME=VALUE",
-                   help="override an interpretability threshold for every task (repeatable; names and defaults: "
-                        "docs/validity.md), e.g. --threshold min_valid=50")
+    p.add_argument(
+        "--summary",
+        type=Path,
+        default=None,
+        help="Markdown file with a hand-written summary: text before the first '## ' heading goes at the top, "
+        "text under '## <work>' (section module name, e.g. demet, or its title) at the top of that section",
+    )
+    p.add_argument(
+        "--threshold",
+        action="append",
+        default=None,
+        metavar="NAME=VALUE",
+        help="override an interpretability threshold for every task (repeatable; names and defaults: "
+        "docs/validity.md), e.g. --threshold min_valid=50",
+    )
     p.set_defaults(func=_run)
 
 

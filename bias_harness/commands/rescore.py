@@ -17,11 +17,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rescore", help="recompute a benchmark's metrics from the authors' recorded model outputs")
     from bias_harness import works
 
-    p.add_argument("work", choices=works.having("rescore"), help="which benchmark (stop: the 10 models of "
-                   "STOP-full-labelled.json; stereoset: the 11 prediction files released with StereoSet)")
+    p.add_argument(
+        "work",
+        choices=works.having("rescore"),
+        help="which benchmark (stop: the 10 models of "
+        "STOP-full-labelled.json; stereoset: the 11 prediction files released with StereoSet)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON (one object per model) instead of a table")
-    p.add_argument("--parser", choices=("strict", "upstream"), default="strict",
-                   help="STOP only: counterfactual answer parser (strict: ours; upstream: the authors' substring rule)")
+    p.add_argument(
+        "--parser",
+        choices=("strict", "upstream"),
+        default="strict",
+        help="STOP only: counterfactual answer parser (strict: ours; upstream: the authors' substring rule)",
+    )
     p.add_argument("--no-ci", action="store_true", help="skip the bootstrap confidence intervals")
     p.set_defaults(func=run)
 

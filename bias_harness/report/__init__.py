@@ -15,7 +15,8 @@ that a work's ``plugins/<work>/validity.py`` judges (:mod:`bias_harness.report.v
 the breakdowns a verdict needs). A run with none of a section's tasks skips it. A section with ``points`` gets one
 comparison figure (every model side by side, CIs as error bars, :func:`comparison_plot`) in its section: under the
 heading when several models are reported, at the end with one model. Optional ``POINT_REFS``: a dict or a function
-metric label -> reference value (e.g. the ideal), drawn as a dashed line; ``POINT_REF_LABEL`` names it (default "ideal").
+metric label -> reference value (e.g. the ideal), drawn as a dashed line; ``POINT_REF_LABEL`` names it (default
+"ideal").
 
 Modules: :mod:`bias_harness.runs` (loading runs; ``Run``, ``Point``, value formatting: below the report, so sections
 import it alone), ``sections`` (the works' sections), ``plots`` (the comparison figure), ``summary`` (hand-written
@@ -31,9 +32,25 @@ import importlib
 from typing import Any
 
 _HOME = {
-    **dict.fromkeys(("Run", "Point", "load_run", "load_runs", "read_run_file", "source_label", "backend_label",
-                     "model_label", "BACKEND_LIBRARY", "REPLAY_KEY", "fmt", "subset_note", "short_label",
-                     "metric_point"), "bias_harness.runs"),
+    **dict.fromkeys(
+        (
+            "Run",
+            "Point",
+            "load_run",
+            "load_runs",
+            "read_run_file",
+            "source_label",
+            "backend_label",
+            "model_label",
+            "BACKEND_LIBRARY",
+            "REPLAY_KEY",
+            "fmt",
+            "subset_note",
+            "short_label",
+            "metric_point",
+        ),
+        "bias_harness.runs",
+    ),
     **dict.fromkeys(("sections", "section_name", "section_value"), "bias_harness.report.sections"),
     **dict.fromkeys(("comparison_plot", "section_figure"), "bias_harness.report.plots"),
     **dict.fromkeys(("read_summary", "fill_summary", "SUMMARY_FIELD", "format_field"), "bias_harness.report.summary"),

@@ -27,7 +27,11 @@ def parsed_answer(sample: dict[str, Any], task: Any = None) -> str:
     if resps and all(isinstance(r, list) and len(r) == 2 and r[1] in ("True", "False") for r in resps):
         lls = [float(r[0]) for r in resps]
         return str(max(range(len(lls)), key=lls.__getitem__))
-    items = task.process_results(sample["doc"], resps) if task is not None else {k: sample.get(k) for k in sample["metrics"]}
+    items = (
+        task.process_results(sample["doc"], resps)
+        if task is not None
+        else {k: sample.get(k) for k in sample["metrics"]}
+    )
     return json.dumps(items, sort_keys=True, default=str)
 
 
@@ -41,7 +45,8 @@ def load_task(name: str) -> Any:
 
 
 def samples(run: Run | str | Path, task: str) -> dict[int, dict[str, Any]]:
-    """doc_id -> logged sample of ``task`` in a run folder (the samples of its newest results, as the report reads them)."""
+    """doc_id -> logged sample of ``task`` in a run folder (the samples of its newest results, as the report reads
+    them)."""
     rows = (run if isinstance(run, Run) else load_run(run)).samples(task)
     if not rows:
         raise FileNotFoundError(f"no logged samples of {task} in {run} (run with --log_samples)")

@@ -23,9 +23,15 @@ from bias_harness.report.verdicts import Verdicts
 from bias_harness.runs import fmt, load_run, short_label
 
 
-def compare_runs(run_a: str | Path, run_b: str | Path, tasks: Sequence[str] | None = None, unit: str | None = None,
-                 iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED,
-                 thresholds: dict[str, float] | None = None) -> Comparison:  # fmt: skip
+def compare_runs(
+    run_a: str | Path,
+    run_b: str | Path,
+    tasks: Sequence[str] | None = None,
+    unit: str | None = None,
+    iters: int = stats.BOOTSTRAP_ITERS,
+    seed: int = stats.BOOTSTRAP_SEED,
+    thresholds: dict[str, float] | None = None,
+) -> Comparison:
     """Compare every task the two lm-eval output folders share (or ``tasks``); see the module docstring. Each metric
     carries both runs' interpretability verdicts (``thresholds``: overrides, :mod:`bias_harness.plugins.validity`)."""
     a, b = load_run(run_a), load_run(run_b)
@@ -34,10 +40,20 @@ def compare_runs(run_a: str | Path, run_b: str | Path, tasks: Sequence[str] | No
     missing = {t: [str(r) for r, run in ((run_a, a), (run_b, b)) if t not in run.results] for t in wanted}
     missing = {t: rs for t, rs in missing.items() if rs}
     if missing:
-        raise RunMismatch("the runs do not cover the same tasks: " + "; ".join(f"{t} missing in {', '.join(rs)}" for t, rs in missing.items())
-                          + " (give --tasks to compare the shared ones)")  # fmt: skip
+        raise RunMismatch(
+            "the runs do not cover the same tasks: "
+            + "; ".join(f"{t} missing in {', '.join(rs)}" for t, rs in missing.items())
+            + " (give --tasks to compare the shared ones)"
+        )
     label = lambda run, t: run.model.get(t, "?")  # noqa: E731
-    out = Comparison(str(run_a), str(run_b), label(a, wanted[0]) if wanted else "?", label(b, wanted[0]) if wanted else "?", iters, seed)
+    out = Comparison(
+        str(run_a),
+        str(run_b),
+        label(a, wanted[0]) if wanted else "?",
+        label(b, wanted[0]) if wanted else "?",
+        iters,
+        seed,
+    )
     for task in wanted:
         rec_a, rec_b = a.samples(task), b.samples(task)
         if not rec_a and not rec_b and not a.configs.get(task, {}).get("metric_list"):
@@ -53,7 +69,9 @@ def compare_runs(run_a: str | Path, run_b: str | Path, tasks: Sequence[str] | No
             out.skipped[task] = "no headline metric with a known aggregation"
             continue
         for filt, pairs in matched.items():
-            found = compare_task(task, pairs, adapter, filt, unit, iters, seed, (a.results.get(task, {}), b.results.get(task, {})))
+            found = compare_task(
+                task, pairs, adapter, filt, unit, iters, seed, (a.results.get(task, {}), b.results.get(task, {}))
+            )
             if adapter.work == "generic":  # aggregation unknown: keep only metrics lm-eval averaged (mean == recorded)
                 dropped = [m.metric for m in found if not m.consistent or m.recorded_a is None]
                 found = [m for m in found if m.consistent and m.recorded_a is not None]
@@ -106,8 +124,15 @@ def plot(metrics: list[MetricComparison], path: Path, title: str) -> Path:
         lo = m.diff - m.ci_lo if not math.isnan(m.ci_lo) else 0.0
         hi = m.ci_hi - m.diff if not math.isnan(m.ci_hi) else 0.0
         color = "#c44e52" if m.significant else "#4c72b0"
-        ax.errorbar(m.diff, i, xerr=[[max(lo, 0.0)], [max(hi, 0.0)]], fmt="o", color=color, capsize=3,
-                    markerfacecolor=color if m.significant else "white")  # fmt: skip
+        ax.errorbar(
+            m.diff,
+            i,
+            xerr=[[max(lo, 0.0)], [max(hi, 0.0)]],
+            fmt="o",
+            color=color,
+            capsize=3,
+            markerfacecolor=color if m.significant else "white",
+        )
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(metrics)), [m.metric for m in reversed(metrics)])
     ax.set_xlabel("B − A, 95% paired-bootstrap CI (red: significant)")
@@ -120,38 +145,63 @@ def plot(metrics: list[MetricComparison], path: Path, title: str) -> Path:
 
 def render_markdown(cmp: Comparison, out_dir: Path | None = None, heading: str = "##") -> str:
     """The comparison as Markdown (one table per task and filter; forest plots saved in ``out_dir`` when given)."""
-    lines = [f"{heading} Paired comparison: B vs A", "",
-             f"- **A:** `{cmp.run_a}` (`{short_label(cmp.label_a)}`)", f"- **B:** `{cmp.run_b}` (`{short_label(cmp.label_b)}`)", "",
-             f"Differences are B − A on the same documents. 95% CI: percentile interval of {cmp.iters} paired bootstrap resamples "
-             f"(seed {cmp.seed}) of the task's resampling unit, the metric recomputed with the task's own aggregation on each. "
-             f"p: exact McNemar test where the metric is a share of binary per-document outcomes (documents with a defined "
-             f"outcome in both runs), else the two-sided paired-bootstrap p; significant: p < {ALPHA}. "
-             f"A / B interpretable: each run's interpretability verdict on the metric (docs/validity.md); a "
-             f"difference reads as a change in bias only where both passed.", ""]  # fmt: skip
+    lines = [
+        f"{heading} Paired comparison: B vs A",
+        "",
+        f"- **A:** `{cmp.run_a}` (`{short_label(cmp.label_a)}`)",
+        f"- **B:** `{cmp.run_b}` (`{short_label(cmp.label_b)}`)",
+        "",
+        f"Differences are B − A on the same documents. 95% CI: percentile interval of {cmp.iters} paired bootstrap "
+        f"resamples (seed {cmp.seed}) of the task's resampling unit, the metric recomputed with the task's own "
+        "aggregation on each. p: exact McNemar test where the metric is a share of binary per-document outcomes "
+        "(documents with a defined outcome in both runs), else the two-sided paired-bootstrap p; significant: p < "
+        f"{ALPHA}. A / B interpretable: each run's interpretability verdict on the metric (docs/validity.md); a "
+        "difference reads as a change in bias only where both passed.",
+        "",
+    ]
     for (task, filt), metrics in _groups(cmp).items():
         first = metrics[0]
-        lines += [f"{heading}# `{task}` (filter `{filt}`)", "",
-                  f"Resampling unit: {first.unit} ({first.n_units} units, {first.n_docs} documents).", "",
-                  "| metric | A | B | B − A | 95% CI | p | test | significant | A interpretable | B interpretable "
-                  "| reads as |", "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            f"{heading}# `{task}` (filter `{filt}`)",
+            "",
+            f"Resampling unit: {first.unit} ({first.n_units} units, {first.n_docs} documents).",
+            "",
+            "| metric | A | B | B − A | 95% CI | p | test | significant | A interpretable | B interpretable "
+            "| reads as |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for m in metrics:
             test = m.test + (f" (b={m.mcnemar_b}, c={m.mcnemar_c}, n={m.mcnemar_n})" if m.p_mcnemar is not None else "")
             diff = "–" if math.isnan(m.diff) else f"{m.diff:+.3f}"
-            lines.append(f"| {m.metric} | {fmt(m.value_a)} | {fmt(m.value_b)} | {diff} | [{fmt(m.ci_lo)}, {fmt(m.ci_hi)}] | "
-                         f"{p_text(m.p)} | {test} | {verdict(m)} | {interpretable(m.verdict_a)} | "
-                         f"{interpretable(m.verdict_b)} | {m.reads_as} |")  # fmt: skip
-        failed = [f"{m.metric} in {r} ({'; '.join(v.reasons)})" for m in metrics
-                  for r, v in (("A", m.verdict_a), ("B", m.verdict_b)) if v and not v.interpretable]
+            lines.append(
+                f"| {m.metric} | {fmt(m.value_a)} | {fmt(m.value_b)} | {diff} | [{fmt(m.ci_lo)}, {fmt(m.ci_hi)}] | "
+                f"{p_text(m.p)} | {test} | {verdict(m)} | {interpretable(m.verdict_a)} | "
+                f"{interpretable(m.verdict_b)} | {m.reads_as} |"
+            )
+        failed = [
+            f"{m.metric} in {r} ({'; '.join(v.reasons)})"
+            for m in metrics
+            for r, v in (("A", m.verdict_a), ("B", m.verdict_b))
+            if v and not v.interpretable
+        ]
         if failed:
             lines += ["", "Not interpretable: " + "; ".join(failed) + "."]
         undefined = [m for m in metrics if m.n_undefined]
         if undefined:
-            lines += ["", "Resamples where a metric was undefined in either run (left out of its CI and p): "
-                      + ", ".join(f"{m.metric} {m.n_undefined}" for m in undefined) + "."]  # fmt: skip
+            lines += [
+                "",
+                "Resamples where a metric was undefined in either run (left out of its CI and p): "
+                + ", ".join(f"{m.metric} {m.n_undefined}" for m in undefined)
+                + ".",
+            ]
         off = [m for m in metrics if not m.consistent]
         if off:
-            lines += ["", "**Differs from results_*.json** (the metric definition changed since the run?): "
-                      + ", ".join(f"{m.metric} (recorded {fmt(m.recorded_a)} / {fmt(m.recorded_b)})" for m in off) + "."]  # fmt: skip
+            lines += [
+                "",
+                "**Differs from results_*.json** (the metric definition changed since the run?): "
+                + ", ".join(f"{m.metric} (recorded {fmt(m.recorded_a)} / {fmt(m.recorded_b)})" for m in off)
+                + ".",
+            ]
         if out_dir is not None:
             stem = f"compare_{task}_{filt}".replace("/", "_").replace(" ", "_")
             png = plot(metrics, Path(out_dir) / f"{stem}.png", f"{task} ({filt}): B − A")

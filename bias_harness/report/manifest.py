@@ -44,20 +44,69 @@ MANIFEST = "manifest.json"
 VERSION = 1
 REQUIRED = ("manifest_version", "model_key", "group", "lm_eval_args", "pack", "run", "prompts")
 # lm-eval flags that describe the model run itself (the replay brings its own), and those without a value
-MODEL_FLAGS = ("--model", "--model_args", "--device", "--batch_size", "--max_batch_size", "--output_path",
-               "--use_cache", "--log_samples")
-SWITCHES = ("--log_samples", "--apply_chat_template", "--fewshot_as_multiturn", "--predict_only", "--trust_remote_code",
-            "--write_out", "--check_integrity", "--confirm_run_unsafe_code", "--cache_requests")
+MODEL_FLAGS = (
+    "--model",
+    "--model_args",
+    "--device",
+    "--batch_size",
+    "--max_batch_size",
+    "--output_path",
+    "--use_cache",
+    "--log_samples",
+)
+SWITCHES = (
+    "--log_samples",
+    "--apply_chat_template",
+    "--fewshot_as_multiturn",
+    "--predict_only",
+    "--trust_remote_code",
+    "--write_out",
+    "--check_integrity",
+    "--confirm_run_unsafe_code",
+    "--cache_requests",
+)
 # lm-eval's short flags, written long in manifests
-SHORT = {"-t": "--tasks", "-M": "--model", "-a": "--model_args", "-L": "--limit", "-c": "--use_cache",
-         "-f": "--num_fewshot", "-b": "--batch_size", "-o": "--output_path", "-s": "--log_samples", "-E": "--samples",
-         "-x": "--predict_only", "-w": "--write_out", "-C": "--config"}
+SHORT = {
+    "-t": "--tasks",
+    "-M": "--model",
+    "-a": "--model_args",
+    "-L": "--limit",
+    "-c": "--use_cache",
+    "-f": "--num_fewshot",
+    "-b": "--batch_size",
+    "-o": "--output_path",
+    "-s": "--log_samples",
+    "-E": "--samples",
+    "-x": "--predict_only",
+    "-w": "--write_out",
+    "-C": "--config",
+}
 # the lm-eval results keys that describe the run (not the metrics): the replayed results take them from the run
-HEADER_KEYS = ("config", "git_hash", "date", "pretty_env_info", "transformers_version", "lm_eval_version",
-               "upper_git_hash", "tokenizer_pad_token", "tokenizer_eos_token", "tokenizer_bos_token", "eot_token_id",
-               "max_length", "model_source", "model_name", "model_name_sanitized", "system_instruction",
-               "system_instruction_sha", "fewshot_as_multiturn", "chat_template", "chat_template_sha", "start_time",
-               "end_time", "total_evaluation_time_seconds")
+HEADER_KEYS = (
+    "config",
+    "git_hash",
+    "date",
+    "pretty_env_info",
+    "transformers_version",
+    "lm_eval_version",
+    "upper_git_hash",
+    "tokenizer_pad_token",
+    "tokenizer_eos_token",
+    "tokenizer_bos_token",
+    "eot_token_id",
+    "max_length",
+    "model_source",
+    "model_name",
+    "model_name_sanitized",
+    "system_instruction",
+    "system_instruction_sha",
+    "fewshot_as_multiturn",
+    "chat_template",
+    "chat_template_sha",
+    "start_time",
+    "end_time",
+    "total_evaluation_time_seconds",
+)
 
 
 # ---------------------------------------------------------------- reading
@@ -78,8 +127,9 @@ def read(path: str | Path) -> dict[str, Any]:
         if key not in data:
             raise BadInput(f"{path}: field {key!r} missing")
     if data["manifest_version"] != VERSION:
-        raise BadInput(f"{path}: field 'manifest_version' is {data['manifest_version']!r}; "
-                       f"this bias-harness reads {VERSION}")
+        raise BadInput(
+            f"{path}: field 'manifest_version' is {data['manifest_version']!r}; this bias-harness reads {VERSION}"
+        )
     args = data["lm_eval_args"]
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args) or "--tasks" not in args:
         raise BadInput(f"{path}: field 'lm_eval_args' must be a list of strings with --tasks")
@@ -155,10 +205,14 @@ def _versions(data: dict[str, Any]) -> dict[str, str | None]:
             return None
 
     torch = re.search(r"PyTorch version: (\S+)", data.get("pretty_env_info") or "")
-    return {"lm_eval": data.get("lm_eval_version"), "bias_harness": installed("bias-harness"),
-            "bias_harness_commit": data.get("git_hash"), "transformers": data.get("transformers_version"),
-            "torch": torch.group(1) if torch else None,
-            "vllm": installed("vllm") if data.get("config", {}).get("model") == "vllm" else None}
+    return {
+        "lm_eval": data.get("lm_eval_version"),
+        "bias_harness": installed("bias-harness"),
+        "bias_harness_commit": data.get("git_hash"),
+        "transformers": data.get("transformers_version"),
+        "torch": torch.group(1) if torch else None,
+        "vllm": installed("vllm") if data.get("config", {}).get("model") == "vllm" else None,
+    }
 
 
 def template_kwargs(model: str, model_args: dict[str, Any]) -> dict[str, Any]:
@@ -175,8 +229,12 @@ def prompts_block(tokenizer_dir: str | Path | None, data: dict[str, Any]) -> dic
     cfg = data.get("config", {})
     args = cfg.get("model_args") or {}
     args = args if isinstance(args, dict) else dict(kv.split("=", 1) for kv in str(args).split(",") if "=" in kv)
-    block: dict[str, Any] = {"chat_template": data.get("chat_template"), "special_tokens": {},
-                             "template_kwargs": template_kwargs(cfg.get("model", ""), args), "tokenizer_name": None}
+    block: dict[str, Any] = {
+        "chat_template": data.get("chat_template"),
+        "special_tokens": {},
+        "template_kwargs": template_kwargs(cfg.get("model", ""), args),
+        "tokenizer_name": None,
+    }
     if tokenizer_dir:
         from lm_eval.models.utils import configure_pad_token
         from transformers import AutoTokenizer
@@ -195,9 +253,16 @@ def backend_of(data: dict[str, Any]) -> str:
     return backend_label(data)
 
 
-def write(results_file: str | Path, runs_dir: str | Path, model_key: str, group: str, pack: str,
-          lm_eval_args: list[str], tokenizer_dir: str | Path | None = None,
-          token_counts: str | Path | None = None) -> Path:
+def write(
+    results_file: str | Path,
+    runs_dir: str | Path,
+    model_key: str,
+    group: str,
+    pack: str,
+    lm_eval_args: list[str],
+    tokenizer_dir: str | Path | None = None,
+    token_counts: str | Path | None = None,
+) -> Path:
     """Write the manifest of a finished run (and a redacted copy of its results file); returns the manifest path.
 
     ``lm_eval_args``: the run's lm-eval flags (model-run flags are dropped); ``tokenizer_dir``: the model folder
@@ -218,10 +283,23 @@ def write(results_file: str | Path, runs_dir: str | Path, model_key: str, group:
     model_args = cfg.get("model_args") or {}
     dtype = cfg.get("model_dtype") or (model_args.get("dtype") if isinstance(model_args, dict) else None) or "auto"
     manifest = {
-        "manifest_version": VERSION, "model_key": model_key, "group": group, "lm_eval_args": args, "pack": pack,
-        "run": redact({"model": cfg.get("model"), "model_args": model_args, "dtype": str(dtype),
-                       "batch_size": cfg.get("batch_size"), "device": _device(data), "backend": backend_of(data),
-                       "versions": _versions(data), "date": data.get("date")}),
+        "manifest_version": VERSION,
+        "model_key": model_key,
+        "group": group,
+        "lm_eval_args": args,
+        "pack": pack,
+        "run": redact(
+            {
+                "model": cfg.get("model"),
+                "model_args": model_args,
+                "dtype": str(dtype),
+                "batch_size": cfg.get("batch_size"),
+                "device": _device(data),
+                "backend": backend_of(data),
+                "versions": _versions(data),
+                "date": data.get("date"),
+            }
+        ),
         "prompts": prompts_block(tokenizer_dir, data),
         "token_counts": _relative(token_counts, folder) if token_counts else None,
         "results_file": results_file.name,

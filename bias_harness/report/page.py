@@ -35,8 +35,12 @@ def _nest(markdown: str, title: str, subdir: str | None) -> str:
     return "\n".join(out)
 
 
-def write_report(run_dirs: list[str | Path], out_dir: str | Path, summary: str | Path | None = None,
-                 thresholds: dict[str, float] | None = None) -> Path:
+def write_report(
+    run_dirs: list[str | Path],
+    out_dir: str | Path,
+    summary: str | Path | None = None,
+    thresholds: dict[str, float] | None = None,
+) -> Path:
     """Write ``out_dir/README.md`` (+ plots): one section per work; with several models, one sub-section each.
 
     ``summary``: optional Markdown file (see :func:`read_summary`) with a hand-written paragraph per work.
@@ -53,14 +57,23 @@ def write_report(run_dirs: list[str | Path], out_dir: str | Path, summary: str |
     if notes.get(""):
         parts += [notes[""], ""]
     parts += ["| run file | model | model type (backend) |", "|---|---|---|"]
-    parts += [f"| `{r.labels.get(p, p.name)}` | `{short_label(m)}` | {r.backends.get(p, '?')} |" for m, r in runs.items() for p in r.sources]
+    parts += [
+        f"| `{r.labels.get(p, p.name)}` | `{short_label(m)}` | {r.backends.get(p, '?')} |"
+        for m, r in runs.items()
+        for p in r.sources
+    ]
     parts.append("")
     parts.append("Models: " + "; ".join(f"`{short_label(m)}`" for m in runs))
     limits = {(m, t): sub for m, r in runs.items() for t in r.limit if (sub := subset_note(r, t))}
     if limits:
         parts.append("")
-        parts.append("**Subset runs** (`--limit N`: the first N documents of a task; `--samples`: the listed documents): "
-                     + ", ".join(f"{t}: {sub}" + (f" ({short_label(m)})" if len(runs) > 1 else "") for (m, t), sub in sorted(limits.items())))
+        parts.append(
+            "**Subset runs** (`--limit N`: the first N documents of a task; `--samples`: the listed documents): "
+            + ", ".join(
+                f"{t}: {sub}" + (f" ({short_label(m)})" if len(runs) > 1 else "")
+                for (m, t), sub in sorted(limits.items())
+            )
+        )
     parts.append("")
     covered: dict[str, set[str]] = {m: set() for m in runs}
     for section in sections():
@@ -70,7 +83,7 @@ def write_report(run_dirs: list[str | Path], out_dir: str | Path, summary: str |
             continue
         figure = section_figure(section, runs, list(present), out)
         if len(runs) == 1:
-            (model, tasks), = present.items()
+            ((model, tasks),) = present.items()
             covered[model].update(tasks)
             parts.append(with_summary(section.render(runs[model], out).rstrip(), summary_for(section, notes)) + "\n")
             if figure:

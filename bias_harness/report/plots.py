@@ -16,12 +16,18 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and x == x and abs(x) != float("inf")
 
 
-def comparison_plot(values: dict[str, dict[str, Point]], path: Path, title: str,
-                    refs: dict[str, float] | Callable[[str], float | None] | None = None, xlabel: str = "",
-                    ref_label: str = "ideal") -> str:
+def comparison_plot(
+    values: dict[str, dict[str, Point]],
+    path: Path,
+    title: str,
+    refs: dict[str, float] | Callable[[str], float | None] | None = None,
+    xlabel: str = "",
+    ref_label: str = "ideal",
+) -> str:
     """One figure, every model side by side: for each metric (one row group) a horizontal bar per model with its
     95% CI as an error bar; ``values`` is ``{model: {metric: Point}}``; ``refs`` draws a dashed reference line per
-    metric (e.g. an ideal value; ``ref_label`` names it in the title). A metric a model lacks is marked "no data". Returns the file name (for a link)."""
+    metric (e.g. an ideal value; ``ref_label`` names it in the title). A metric a model lacks is marked "no data".
+    Returns the file name (for a link)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -42,8 +48,15 @@ def comparison_plot(values: dict[str, dict[str, Point]], path: Path, title: str,
             err = None
             if _finite(pt.lo) and _finite(pt.hi):
                 err = [[max(pt.value - pt.lo, 0.0)], [max(pt.hi - pt.value, 0.0)]]
-            ax.barh(y, pt.value, height=height * 0.9, color=colors[j % len(colors)], xerr=err, capsize=3,
-                    label=short_label(model) if i == 0 else None)
+            ax.barh(
+                y,
+                pt.value,
+                height=height * 0.9,
+                color=colors[j % len(colors)],
+                xerr=err,
+                capsize=3,
+                label=short_label(model) if i == 0 else None,
+            )
             # the value label goes past the outer end of the error bar, so the two never overlap
             neg = pt.value < 0
             end = pt.value if err is None else (min(pt.value, pt.lo) if neg else max(pt.value, pt.hi))
@@ -76,6 +89,11 @@ def section_figure(section: ModuleType, runs: dict[str, Run], models: list[str],
     if not values:
         return ""
     name = section_name(section)
-    file = comparison_plot(values, out / f"{name}_comparison.png", getattr(section, "TITLE", name),
-                           refs=getattr(section, "POINT_REFS", None), ref_label=getattr(section, "POINT_REF_LABEL", "ideal"))
+    file = comparison_plot(
+        values,
+        out / f"{name}_comparison.png",
+        getattr(section, "TITLE", name),
+        refs=getattr(section, "POINT_REFS", None),
+        ref_label=getattr(section, "POINT_REF_LABEL", "ideal"),
+    )
     return f"![{name}: models side by side, 95% CIs]({file})\n"

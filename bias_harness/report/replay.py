@@ -36,8 +36,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bias_harness.errors import BadInput, MissingInput
 from bias_harness import responses
+from bias_harness.errors import BadInput, MissingInput
 from bias_harness.report import manifest as manifests
 from bias_harness.report.sections import section_name, sections
 from bias_harness.runs import REPLAY_KEY
@@ -81,9 +81,16 @@ def _stamp(m: dict[str, Any]) -> str:
     return str(m["results_header"].get("stamp") or "replayed")
 
 
-def replay_run(manifest_path: str | Path, cache_dir: str | Path, out_root: str | Path, *, tasks: str | None = None,
-               limit: int | None = None, record_samples: str | Path | None = None,
-               label_root: str | Path | None = None) -> Path:
+def replay_run(
+    manifest_path: str | Path,
+    cache_dir: str | Path,
+    out_root: str | Path,
+    *,
+    tasks: str | None = None,
+    limit: int | None = None,
+    record_samples: str | Path | None = None,
+    label_root: str | Path | None = None,
+) -> Path:
     """Replay one run into ``out_root/<model key>/<group>/<run folder>/``; returns the results file.
 
     ``tasks`` / ``limit`` replace the run's ``--tasks`` / ``--limit`` (checks replay part of a run);
@@ -115,8 +122,21 @@ def replay_run(manifest_path: str | Path, cache_dir: str | Path, out_root: str |
     out_root = Path(out_root)
     out_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_root, prefix=".replay-") as tmp:
-        run_lm_eval(["run", "--model", "replay", "--model_args", model_args, "--output_path", tmp, "--log_samples",
-                     "--use_cache", str(Path(cache_dir) / pack.removesuffix("_rank0")), *args])
+        run_lm_eval(
+            [
+                "run",
+                "--model",
+                "replay",
+                "--model_args",
+                model_args,
+                "--output_path",
+                tmp,
+                "--log_samples",
+                "--use_cache",
+                str(Path(cache_dir) / pack.removesuffix("_rank0")),
+                *args,
+            ]
+        )
         produced = sorted(Path(tmp).rglob("results_*.json"))
         if len(produced) != 1:
             raise MissingInput(f"replay of {path} wrote {len(produced)} results files")
@@ -138,8 +158,10 @@ def _place(results: Path, m: dict[str, Any], folder: Path, out_root: Path, label
     data["config"] = {**(head.get("config") or {}), "limit": limit}
     label = (folder / manifests.MANIFEST).resolve()
     root = label_root.resolve()
-    data[REPLAY_KEY] = {"manifest": str(label.relative_to(root) if label.is_relative_to(root) else label),
-                        "backend": m["run"].get("backend")}
+    data[REPLAY_KEY] = {
+        "manifest": str(label.relative_to(root) if label.is_relative_to(root) else label),
+        "backend": m["run"].get("backend"),
+    }
     target = dest / f"results_{stamp}.json"
     target.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
     return target
@@ -198,8 +220,10 @@ def checks(runs: list[tuple[Path, Path]]) -> list[dict[str, Any]]:
             if (work := work_of(task)) is not None:
                 cand = (int(counts.get("effective") or 0), str(manifest_path), task)
                 best[work] = min(best.get(work, cand), cand)
-    return [{"work": w, "manifest": m, "task": t, "limit": CHECK_DOCS if n > CHECK_DOCS else None}
-            for w, (n, m, t) in sorted(best.items())]
+    return [
+        {"work": w, "manifest": m, "task": t, "limit": CHECK_DOCS if n > CHECK_DOCS else None}
+        for w, (n, m, t) in sorted(best.items())
+    ]
 
 
 def run_check(check: dict[str, Any], cache_dir: Path, out_root: Path, root: Path = ROOT) -> dict[str, Any]:
@@ -223,16 +247,24 @@ def write_numbers(path: Path, runs: list[tuple[Path, Path]], root: Path, cache_d
     out: dict[str, Any] = {"runs": {}, "checks": []}
     for manifest_path, results in runs:
         m = manifests.read(manifest_path)
-        out["runs"][str(manifest_path.relative_to(root))] = {"backend": m["run"].get("backend"),
-                                                               "tasks": run_numbers(results)}
+        out["runs"][str(manifest_path.relative_to(root))] = {
+            "backend": m["run"].get("backend"),
+            "tasks": run_numbers(results),
+        }
     for check in checks([(p.relative_to(root), r) for p, r in runs]):
         check["results"] = run_check(check, cache_dir, work_dir / "checks", root)
         out["checks"].append(check)
     path.write_text(json.dumps(out, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def page(root: Path = ROOT, out: Path | None = None, summary: Path | None = None, tail: str | None = None,
-         tokenizers: dict[str, str] | None = None, keep: Path | None = None) -> Path:
+def page(
+    root: Path = ROOT,
+    out: Path | None = None,
+    summary: Path | None = None,
+    tail: str | None = None,
+    tokenizers: dict[str, str] | None = None,
+    keep: Path | None = None,
+) -> Path:
     """Rebuild the page (README.md, plots, numbers.json) in ``out`` (default ``root``) from ``root``'s runs and
     packs. ``tail``: Markdown appended to README.md; ``tokenizers``: model key -> tokenizer folder, to record token
     counts a table lacks; ``keep``: also keep the replayed runs there (lm-eval output folders)."""
@@ -252,8 +284,9 @@ def page(root: Path = ROOT, out: Path | None = None, summary: Path | None = None
                 stale.unlink()
             readme = write_report(sorted({r.parent.parent for _, r in runs}), out, summary=summary)
             if tail:
-                readme.write_text(readme.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + tail.strip() + "\n",
-                                  encoding="utf-8")
+                readme.write_text(
+                    readme.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + tail.strip() + "\n", encoding="utf-8"
+                )
             write_numbers(out / NUMBERS, runs, root, work / "cache", work)
     finally:
         for path in tok.save_recorded():
@@ -281,8 +314,16 @@ def check(root: Path = ROOT, only: set[str] | None = None) -> list[str]:
 # ---------------------------------------------------------------- right after a real run
 
 
-def record(results_file: str | Path, model_key: str, group: str, cache_dir: str | Path, lm_eval_args: list[str],
-           tokenizer_dir: str | Path | None = None, runs_dir: str | Path = RUNS, compare: bool = True) -> Path:
+def record(
+    results_file: str | Path,
+    model_key: str,
+    group: str,
+    cache_dir: str | Path,
+    lm_eval_args: list[str],
+    tokenizer_dir: str | Path | None = None,
+    runs_dir: str | Path = RUNS,
+    compare: bool = True,
+) -> Path:
     """Manifest of a finished run + its draws and token counts; then replay it and compare with its numbers.
 
     ``cache_dir``: the run's ``--use_cache`` folder (draws are added to its database, for ``responses save``);
@@ -298,8 +339,16 @@ def record(results_file: str | Path, model_key: str, group: str, cache_dir: str 
     table = Path(runs_dir) / model_key / "token_counts.jsonl.xz"
     if tokenizer_dir:
         tok.record_with(table, tokenizer_dir)
-    path = manifests.write(results_file, runs_dir, model_key, group, pack, lm_eval_args, tokenizer_dir,
-                           table if table.is_file() or tokenizer_dir else None)
+    path = manifests.write(
+        results_file,
+        runs_dir,
+        model_key,
+        group,
+        pack,
+        lm_eval_args,
+        tokenizer_dir,
+        table if table.is_file() or tokenizer_dir else None,
+    )
     try:
         with tempfile.TemporaryDirectory(prefix="bh-record-") as tmp:
             got = run_numbers(replay_run(path, cache_dir, Path(tmp), record_samples=results_file))
@@ -332,8 +381,13 @@ def main(argv: list[str] | None = None) -> int:
     pg.add_argument("--out", type=Path, default=None, help="where the page goes (default: --root)")
     pg.add_argument("--summary", type=Path, default=None, help="hand-written summary (see bias-harness report)")
     pg.add_argument("--tail", type=Path, default=None, help="Markdown file appended to README.md")
-    pg.add_argument("--tokenizer", action="append", default=[], metavar="MODEL=FOLDER",
-                    help="record token counts a table lacks with this model's tokenizer")
+    pg.add_argument(
+        "--tokenizer",
+        action="append",
+        default=[],
+        metavar="MODEL=FOLDER",
+        help="record token counts a table lacks with this model's tokenizer",
+    )
     pg.add_argument("--keep", type=Path, default=None, help="keep the replayed lm-eval outputs in this folder")
     ck = sub.add_parser("check", help="replay numbers.json's checks and compare with the committed values")
     ck.add_argument("--root", type=Path, default=ROOT)
@@ -344,8 +398,11 @@ def main(argv: list[str] | None = None) -> int:
     rc.add_argument("--cache", type=Path, required=True, help="the run's --use_cache folder")
     rc.add_argument("--tokenizer", type=Path, default=None, help="the model folder (chat template, token counts)")
     rc.add_argument("--runs", type=Path, default=RUNS)
-    rc.add_argument("--no-compare", action="store_true",
-                    help="do not require the replay to give the run's numbers (parsers or metrics changed since)")
+    rc.add_argument(
+        "--no-compare",
+        action="store_true",
+        help="do not require the replay to give the run's numbers (parsers or metrics changed since)",
+    )
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)  # record: `-- <the run's lm-eval flags>`
     args = p.parse_args(argv[:cut])
@@ -363,8 +420,18 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if cut == len(argv):
             p.error("record: give the run's lm-eval flags after --")
-        print(record(args.results_file, args.model_key, args.group, args.cache, argv[cut + 1:], args.tokenizer,
-                     args.runs, compare=not args.no_compare))
+        print(
+            record(
+                args.results_file,
+                args.model_key,
+                args.group,
+                args.cache,
+                argv[cut + 1 :],
+                args.tokenizer,
+                args.runs,
+                compare=not args.no_compare,
+            )
+        )
     return 0
 
 

@@ -47,9 +47,11 @@ def format_field(value: Any, how: str | None) -> str:
     return format(0.0, how or ".3f") if re.fullmatch(r"-0\.?0*", text) else text  # no "-0.0" for a tiny negative
 
 
-def fill_summary(text: str, runs: dict[str, Run], where: str = "summary",
-                 thresholds: dict[str, float] | None = None) -> str:
-    """Replace every ``{{ model | task | metric [| format] }}`` by that metric of that run (the summaries type no numbers).
+def fill_summary(
+    text: str, runs: dict[str, Run], where: str = "summary", thresholds: dict[str, float] | None = None
+) -> str:
+    """Replace every ``{{ model | task | metric [| format] }}`` by that metric of that run (the summaries type no
+    numbers).
 
     ``model`` is a substring of the model label (e.g. ``smollm2``), ``metric`` a metric name of lm-eval's results,
     ``format`` a format spec (default ``.3f``), ``pct`` (share -> ``12.3%``), ``int`` or ``dir`` (the metric's
@@ -67,7 +69,9 @@ def fill_summary(text: str, runs: dict[str, Run], where: str = "summary",
         if value is None and found:
             value = section_value(found[0][1], task, metric)
         if value is None:
-            log.warning("%s: %s: no run of model '%s' with metric '%s' of task '%s'", where, m.group(0), model, metric, task)
+            log.warning(
+                "%s: %s: no run of model '%s' with metric '%s' of task '%s'", where, m.group(0), model, metric, task
+            )
             return format_field(None, how)
         return field_text(checked[found[0][0]], task, metric, how, format_field(value, None if how == "dir" else how))
 

@@ -96,9 +96,14 @@ class Verdicts:
         """(metric, value, verdict) for each headline metric of ``task`` (its ``metric_list``) that has a verdict."""
         cfg = self.run.configs.get(task) or {}
         # with --metadata '{"breakdown": true}' the metric_list also holds the breakdowns: not headline metrics
-        breakdowns = {m.get("metric") for m in (cfg.get("metadata") or {}).get("breakdown_metrics") or [] if isinstance(m, dict)}
-        names = [m["metric"] for m in cfg.get("metric_list") or []
-                 if isinstance(m, dict) and "metric" in m and m["metric"] not in breakdowns]  # fmt: skip
+        breakdowns = {
+            m.get("metric") for m in (cfg.get("metadata") or {}).get("breakdown_metrics") or [] if isinstance(m, dict)
+        }
+        names = [
+            m["metric"]
+            for m in cfg.get("metric_list") or []
+            if isinstance(m, dict) and "metric" in m and m["metric"] not in breakdowns
+        ]
         rows = []
         for name in names or list(self.results(task)):
             v = self.verdict(task, name)
@@ -114,10 +119,15 @@ def markdown(verdicts: Verdicts, tasks: list[str]) -> str:
     rows = [(t, m, value, v) for t in tasks for m, value, v in verdicts.headline(t)]
     if not rows:
         return ""
-    lines = ["#### Interpretability", "",
-             "Whether each headline number can be read as bias, or reflects the format of the answers behind it "
-             f"(checks and thresholds: [docs/validity.md]({PROJECT_URL}/blob/main/docs/validity.md)).",
-             "", "| task | metric | value | verdict | why |", "|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "#### Interpretability",
+        "",
+        "Whether each headline number can be read as bias, or reflects the format of the answers behind it "
+        f"(checks and thresholds: [docs/validity.md]({PROJECT_URL}/blob/main/docs/validity.md)).",
+        "",
+        "| task | metric | value | verdict | why |",
+        "|---|---|---|---|---|",
+    ]
     for task, metric, value, v in rows:
         verdict = "interpretable" if v.interpretable else "**not interpretable**"
         lines.append(f"| {task} | {metric} | {fmt(value)} | {verdict} | {'; '.join(v.reasons) or '–'} |")

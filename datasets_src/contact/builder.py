@@ -38,10 +38,17 @@ from typing import Any, ClassVar
 
 import datasets
 import pyarrow as pa
-from datasets.table import InMemoryTable
-
 from bias_harness.datasets_src.base import CardInfo, DatasetBuilder
-from bias_harness.datasets_src.raw import RawDataError, RawFile, RawSourceError, fetch, load_json, read_csv, validate_records
+from bias_harness.datasets_src.raw import (
+    RawDataError,
+    RawFile,
+    RawSourceError,
+    fetch,
+    load_json,
+    read_csv,
+    validate_records,
+)
+from datasets.table import InMemoryTable
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +63,20 @@ SCALES: tuple[str, ...] = ("certainty", "likelihood", "frequency")
 CONTACTS: tuple[str, ...] = ("none", "positive", "negative")
 ACTIONS: tuple[str, ...] = ("positive", "negative")
 AXES: tuple[str, ...] = (
-    "ability", "age", "body_type", "characteristics", "cultural", "gender_and_sex", "nationality", "nonce",
-    "political_ideologies", "race_ethnicity", "religion", "sexual_orientation", "socioeconomic_class",
-)  # fmt: skip
+    "ability",
+    "age",
+    "body_type",
+    "characteristics",
+    "cultural",
+    "gender_and_sex",
+    "nationality",
+    "nonce",
+    "political_ideologies",
+    "race_ethnicity",
+    "religion",
+    "sexual_orientation",
+    "socioeconomic_class",
+)
 PREFERENCES: tuple[str, ...] = ("no_data", "reviewed", "dispreferred", "polarizing")
 
 # Paper Table 9. Each setting: (column, values fine-tuned on); every other row is the evaluation (test) split.
@@ -94,14 +112,31 @@ DESCRIPTORS_SCHEMA: dict[str, Any] = {
 
 AUTHORS_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": ["id", "key_principle", "scenario", "action_type", "axis", "bucket", "base_prompt", "positive_contact", "negative_contact"],
+    "required": [
+        "id",
+        "key_principle",
+        "scenario",
+        "action_type",
+        "axis",
+        "bucket",
+        "base_prompt",
+        "positive_contact",
+        "negative_contact",
+    ],
     "properties": {
         "id": {"type": "string", "pattern": r"^[0-9]+$"},
         "action_type": {"type": "string", "pattern": r"(?i)^\s*(positive|negative)\s*$"},
-        **{k: {"type": "string", "minLength": 1} for k in ("key_principle", "scenario", "axis", "base_prompt", "positive_contact", "negative_contact")},
+        **{
+            k: {"type": "string", "minLength": 1}
+            for k in ("key_principle", "scenario", "axis", "base_prompt", "positive_contact", "negative_contact")
+        },
     },
 }
-AUTHORS_FILES: dict[str, str] = {"certainty": "type1_dataset.csv", "likelihood": "type2_dataset.csv", "frequency": "type3_dataset.csv"}
+AUTHORS_FILES: dict[str, str] = {
+    "certainty": "type1_dataset.csv",
+    "likelihood": "type2_dataset.csv",
+    "frequency": "type3_dataset.csv",
+}
 
 
 # ---------------------------------------------------------------- inputs
@@ -121,17 +156,28 @@ def read_descriptors(path: Path) -> list[Descriptor]:
     """HolisticBias ``descriptors.json`` -> descriptors in file order (plain strings get preference ``no_data``)."""
     data = load_json(path)
     if not isinstance(data, dict):
-        raise RawDataError(path, "top level", "<json>", f"expected {{axis: {{bucket: [descriptors]}}}}, got {type(data).__name__}")
+        raise RawDataError(
+            path, "top level", "<json>", f"expected {{axis: {{bucket: [descriptors]}}}}, got {type(data).__name__}"
+        )
     flat: list[dict[str, Any]] = []
     for axis, buckets in data.items():
         if not isinstance(buckets, dict):
-            raise RawDataError(path, f"axis {axis!r}", axis, f"expected an object of buckets, got {type(buckets).__name__}")
+            raise RawDataError(
+                path, f"axis {axis!r}", axis, f"expected an object of buckets, got {type(buckets).__name__}"
+            )
         for bucket, entries in buckets.items():
             if not isinstance(entries, list):
                 raise RawDataError(path, f"axis {axis!r} bucket {bucket!r}", bucket, "expected a list of descriptors")
             for entry in entries:
                 rec = entry if isinstance(entry, dict) else {"descriptor": entry}
-                flat.append({"axis": axis, "bucket": bucket, "preference": rec.get("preference", "no_data"), "descriptor": rec.get("descriptor")})
+                flat.append(
+                    {
+                        "axis": axis,
+                        "bucket": bucket,
+                        "preference": rec.get("preference", "no_data"),
+                        "descriptor": rec.get("descriptor"),
+                    }
+                )
     validate_records(flat, DESCRIPTORS_SCHEMA, path, id_field="descriptor", row_label="descriptor")
     ranks: dict[str, int] = {}
     out = []
@@ -141,7 +187,9 @@ def read_descriptors(path: Path) -> list[Descriptor]:
         out.append(Descriptor(rec["axis"], rec["bucket"], rec["descriptor"], rec["preference"], rank, i))
     missing = [a for a in AXES if a not in ranks]
     if missing:
-        raise RawDataError(path, "top level", missing[0], f"axis missing (expected the 13 HolisticBias axes {list(AXES)})")
+        raise RawDataError(
+            path, "top level", missing[0], f"axis missing (expected the 13 HolisticBias axes {list(AXES)})"
+        )
     return out
 
 
@@ -168,7 +216,9 @@ def load_templates(path: Path = TEMPLATES_FILE) -> dict[str, Any]:
         for contact in ("positive_contact", "negative_contact"):
             preface = cell[contact]["preface"]
             if "{descriptor}" not in preface or preface[-1] not in ".," or preface.startswith("{descriptor}"):
-                raise ValueError(f"{where}: {contact} preface must contain '{{descriptor}}' (not first) and end with '.' or ','")
+                raise ValueError(
+                    f"{where}: {contact} preface must contain '{{descriptor}}' (not first) and end with '.' or ','"
+                )
             if set(cell[contact].get("actions", {"positive": 1, "negative": 1})) != set(ACTIONS):
                 raise ValueError(f"{where}: {contact} actions must be exactly {ACTIONS}")
     if len(seen) != len(principles) * len(scenarios):
@@ -187,7 +237,9 @@ def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:]
 
 
-def render_prompt(cell: dict[str, Any], scale: str, action: str, contact: str, descriptor: str, templates: dict[str, Any]) -> str:
+def render_prompt(
+    cell: dict[str, Any], scale: str, action: str, contact: str, descriptor: str, templates: dict[str, Any]
+) -> str:
     """One prompt: the scale's question about the action, preceded by the contact preface (if any)."""
     question = templates["scales"][scale]["question"]
     if contact == "none":
@@ -212,9 +264,22 @@ def biased_option(action: str) -> int:
 # ---------------------------------------------------------------- the grid
 
 GRID_COLUMNS: tuple[str, ...] = (
-    "id", "prompt_set_id", "template_id", "scale", "principle", "scenario", "action_type", "contact_type",
-    "axis", "bucket", "descriptor", "preference", "prompt", "options", "biased_option",
-)  # fmt: skip
+    "id",
+    "prompt_set_id",
+    "template_id",
+    "scale",
+    "principle",
+    "scenario",
+    "action_type",
+    "contact_type",
+    "axis",
+    "bucket",
+    "descriptor",
+    "preference",
+    "prompt",
+    "options",
+    "biased_option",
+)
 
 
 def _descriptor_order(descriptors: list[Descriptor]) -> list[Descriptor]:
@@ -222,7 +287,9 @@ def _descriptor_order(descriptors: list[Descriptor]) -> list[Descriptor]:
     return sorted(descriptors, key=lambda d: (d.rank, AXES.index(d.axis)))
 
 
-def generate_grid(descriptors: list[Descriptor], scales: Iterable[str] = SCALES, templates: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+def generate_grid(
+    descriptors: list[Descriptor], scales: Iterable[str] = SCALES, templates: dict[str, Any] | None = None
+) -> Iterator[dict[str, Any]]:
     """Every prompt of the grid, one dict per prompt (see :data:`GRID_COLUMNS`), in a fixed order."""
     templates = templates or load_templates()
     cells = templates["cells"]
@@ -258,7 +325,9 @@ def _stable_int(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
 
 
-def mini_descriptors(descriptors: list[Descriptor], templates: dict[str, Any] | None = None) -> dict[tuple[str, str, str, str], int]:
+def mini_descriptors(
+    descriptors: list[Descriptor], templates: dict[str, Any] | None = None
+) -> dict[tuple[str, str, str, str], int]:
     """The descriptor (``index``) chosen for each (scale, axis, scenario, principle) cell of ``mini``.
 
     Deterministic (sha256 of the cell key), spread over the axis's descriptors.
@@ -281,9 +350,22 @@ def select_mini(rows: Iterable[dict[str, Any]], chosen: dict[tuple[str, str, str
 
     Any prefix (``--limit``) thus holds complete prompt sets of every axis, scale and action.
     """
-    picked = [row for row in rows if chosen.get((row["scale"], row["axis"], row["scenario"], row["principle"])) == int(row["prompt_set_id"].rsplit("-", 1)[1])]
-    return sorted(picked, key=lambda r: ((r["template_id"] - 1) // 2, AXES.index(r["axis"]), SCALES.index(r["scale"]),
-                                         ACTIONS.index(r["action_type"]), CONTACTS.index(r["contact_type"])))  # fmt: skip
+    picked = [
+        row
+        for row in rows
+        if chosen.get((row["scale"], row["axis"], row["scenario"], row["principle"]))
+        == int(row["prompt_set_id"].rsplit("-", 1)[1])
+    ]
+    return sorted(
+        picked,
+        key=lambda r: (
+            (r["template_id"] - 1) // 2,
+            AXES.index(r["axis"]),
+            SCALES.index(r["scale"]),
+            ACTIONS.index(r["action_type"]),
+            CONTACTS.index(r["contact_type"]),
+        ),
+    )
 
 
 # ---------------------------------------------------------------- SCD (instruction tuning)
@@ -296,7 +378,12 @@ def instruction(options: list[str]) -> str:
 def scd_example(row: dict[str, Any]) -> dict[str, Any]:
     """A grid row paired with its ideal unbiased response (the option that is not the biased one)."""
     opts = row["options"]
-    return {**row, "prompt": f"{row['prompt']} {instruction(opts)}", "completion": opts[1 - row["biased_option"]], "question": row["prompt"]}
+    return {
+        **row,
+        "prompt": f"{row['prompt']} {instruction(opts)}",
+        "completion": opts[1 - row["biased_option"]],
+        "question": row["prompt"],
+    }
 
 
 def scd_split(row: dict[str, Any], setting: int, descriptor_rank: int | None = None) -> str:
@@ -316,15 +403,29 @@ def scd_split(row: dict[str, Any], setting: int, descriptor_rank: int | None = N
 # ---------------------------------------------------------------- the authors' CSVs (optional)
 
 _PRINCIPLE_NAMES = {
-    "equal group status": "equal_group_status", "common goals": "common_goals", "intergroup cooperation": "intergroup_cooperation",
-    "support of authorities": "support_of_authorities", "extended contact": "extended_contact", "virtual contact": "virtual_contact",
-}  # fmt: skip
+    "equal group status": "equal_group_status",
+    "common goals": "common_goals",
+    "intergroup cooperation": "intergroup_cooperation",
+    "support of authorities": "support_of_authorities",
+    "extended contact": "extended_contact",
+    "virtual contact": "virtual_contact",
+}
 _AXIS_NAMES = {
-    "ability": "ability", "age": "age", "body type": "body_type", "characteristics": "characteristics", "cultural": "cultural",
-    "gender and sex": "gender_and_sex", "nationality": "nationality", "nonce": "nonce", "political ideologies": "political_ideologies",
-    "race and ethnicities": "race_ethnicity", "race ethnicity": "race_ethnicity", "religion": "religion",
-    "sexual orientation": "sexual_orientation", "socioeconomic class": "socioeconomic_class",
-}  # fmt: skip
+    "ability": "ability",
+    "age": "age",
+    "body type": "body_type",
+    "characteristics": "characteristics",
+    "cultural": "cultural",
+    "gender and sex": "gender_and_sex",
+    "nationality": "nationality",
+    "nonce": "nonce",
+    "political ideologies": "political_ideologies",
+    "race and ethnicities": "race_ethnicity",
+    "race ethnicity": "race_ethnicity",
+    "religion": "religion",
+    "sexual orientation": "sexual_orientation",
+    "socioeconomic class": "socioeconomic_class",
+}
 
 
 def _norm(text: str) -> str:
@@ -336,7 +437,9 @@ def _normalize(path: Path, i: int, field: str, value: str, table: dict[str, str]
     for name, out in table.items():
         if key == name or key.startswith(name + " "):  # "support of authorities law or custom"
             return out
-    raise RawDataError(path, f"row {i}", field, f"unknown value {value!r} (expected one of {sorted(set(table.values()))})")
+    raise RawDataError(
+        path, f"row {i}", field, f"unknown value {value!r} (expected one of {sorted(set(table.values()))})"
+    )
 
 
 def authors_rows(paths: dict[str, Path], templates: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -355,24 +458,41 @@ def authors_rows(paths: dict[str, Path], templates: dict[str, Any] | None = None
             action = rec["action_type"].strip().lower()
             scenario = _norm(rec["scenario"])
             if scenario not in templates["scenarios"]:
-                raise RawDataError(path, f"row {i}", "scenario", f"unknown scenario {rec['scenario']!r} (expected {templates['scenarios']})")
+                raise RawDataError(
+                    path,
+                    f"row {i}",
+                    "scenario",
+                    f"unknown scenario {rec['scenario']!r} (expected {templates['scenarios']})",
+                )
             set_id = f"a{scale[0]}-{i:06d}"
             for contact, column in zip(CONTACTS, ("base_prompt", "positive_contact", "negative_contact"), strict=True):
-                out.append({
-                    "id": f"{set_id}-{contact}", "prompt_set_id": set_id, "template_id": int(rec["id"]), "scale": scale,
-                    "principle": _normalize(path, i, "key_principle", rec["key_principle"], _PRINCIPLE_NAMES),
-                    "scenario": scenario, "action_type": action, "contact_type": contact,
-                    "axis": _normalize(path, i, "axis", rec["axis"], _AXIS_NAMES), "bucket": rec.get("bucket") or "",
-                    "descriptor": "", "preference": "unknown", "prompt": rec[column].strip(), "options": options,
-                    "biased_option": biased_option(action),
-                })  # fmt: skip
+                out.append(
+                    {
+                        "id": f"{set_id}-{contact}",
+                        "prompt_set_id": set_id,
+                        "template_id": int(rec["id"]),
+                        "scale": scale,
+                        "principle": _normalize(path, i, "key_principle", rec["key_principle"], _PRINCIPLE_NAMES),
+                        "scenario": scenario,
+                        "action_type": action,
+                        "contact_type": contact,
+                        "axis": _normalize(path, i, "axis", rec["axis"], _AXIS_NAMES),
+                        "bucket": rec.get("bucket") or "",
+                        "descriptor": "",
+                        "preference": "unknown",
+                        "prompt": rec[column].strip(),
+                        "options": options,
+                        "biased_option": biased_option(action),
+                    }
+                )
     return out
 
 
 # ---------------------------------------------------------------- builders
 
 _CITATION = """@inproceedings{raj2024breaking,
-  title     = {Breaking Bias, Building Bridges: Evaluation and Mitigation of Social Biases in {LLMs} via Contact Hypothesis},
+  title     = {Breaking Bias, Building Bridges: Evaluation and Mitigation of Social Biases in {LLMs} via Contact \
+Hypothesis},
   author    = {Raj, Chahat and Mukherjee, Anjishnu and Caliskan, Aylin and Anastasopoulos, Antonios and Zhu, Ziwei},
   booktitle = {Proceedings of the AAAI/ACM Conference on AI, Ethics, and Society (AIES)},
   year      = {2024},
@@ -386,31 +506,43 @@ _CITATION = """@inproceedings{raj2024breaking,
 }"""
 
 _SOURCE = (
-    f"Descriptors: HolisticBias v1.1 (`{HB_REPO}` @ `{HB_COMMIT[:12]}`, `holistic_bias/dataset/v1.1/descriptors.json`, "
-    "dataset CC BY-SA 4.0). Templates: project-authored (`datasets_src/contact/templates.json` of bias-harness); the "
-    "positive-action questions and the contact prefaces are the paper's Table 2. Optional: the authors' "
-    f"`data/type{{1,2,3}}_dataset.csv` from `{AUTHORS_REPO}` @ `{AUTHORS_COMMIT[:12]}` (CC0 1.0) when present in the raw folder."
+    f"Descriptors: HolisticBias v1.1 (`{HB_REPO}` @ `{HB_COMMIT[:12]}`, "
+    "`holistic_bias/dataset/v1.1/descriptors.json`, dataset CC BY-SA 4.0). Templates: project-authored "
+    "(`datasets_src/contact/templates.json` of bias-harness); the positive-action questions and the contact prefaces "
+    f"are the paper's Table 2. Optional: the authors' `data/type{{1,2,3}}_dataset.csv` from `{AUTHORS_REPO}` @ "
+    f"`{AUTHORS_COMMIT[:12]}` (CC0 1.0) when present in the raw folder."
 )
 
 _GAPS = (
-    "The authors' prompt CSVs, templates and SCD splits are not available offline (too large to mirror / never committed), "
-    "so the grid uses project-authored templates: the negative-action phrasings ('avoid ...', 'exclude ...') are ours, and "
-    "the template ids 1..60 need not match the authors'. HolisticBias v1.1 has 583 descriptor entries (the paper says ~600): "
-    "104,940 prompt sets instead of 108,000. Dispreferred and polarizing descriptors are kept (column `preference`). "
-    "A descriptor listed under two axes (LGBT, LGBTQ, LGBTQ+, queer) appears once per axis."
+    "The authors' prompt CSVs, templates and SCD splits are not available offline (too large to mirror / never "
+    "committed), so the grid uses project-authored templates: the negative-action phrasings ('avoid ...', 'exclude "
+    "...') are ours, and the template ids 1..60 need not match the authors'. HolisticBias v1.1 has 583 descriptor "
+    "entries (the paper says ~600): 104,940 prompt sets instead of 108,000. Dispreferred and polarizing descriptors "
+    "are kept (column `preference`). A descriptor listed under two axes (LGBT, LGBTQ, LGBTQ+, queer) appears once per "
+    "axis."
 )
 
-_HB_FILE = RawFile("holistic_bias/v1.1/descriptors.json", HB_REPO, HB_COMMIT, "holistic_bias/dataset/v1.1/descriptors.json",
-                   "c1328f0edfdeefb76302d360a01878df3db55f18026f4ea1956b4a0f52daf943")  # fmt: skip
+_HB_FILE = RawFile(
+    "holistic_bias/v1.1/descriptors.json",
+    HB_REPO,
+    HB_COMMIT,
+    "holistic_bias/dataset/v1.1/descriptors.json",
+    "c1328f0edfdeefb76302d360a01878df3db55f18026f4ea1956b4a0f52daf943",
+)
 # The authors' CSVs: sha256 not pinned (never obtained; SOURCES.md lists their git blob ids). Optional.
 _AUTHORS_FILES = {
-    scale: RawFile(f"contact/{name}", AUTHORS_REPO, AUTHORS_COMMIT, f"data/{name}", "") for scale, name in AUTHORS_FILES.items()
+    scale: RawFile(f"contact/{name}", AUTHORS_REPO, AUTHORS_COMMIT, f"data/{name}", "")
+    for scale, name in AUTHORS_FILES.items()
 }
 
 
 def _grid_features() -> datasets.Features:
     string = datasets.Value("string")
-    special = {"template_id": datasets.Value("int32"), "options": datasets.List(string), "biased_option": datasets.Value("int32")}
+    special = {
+        "template_id": datasets.Value("int32"),
+        "options": datasets.List(string),
+        "biased_option": datasets.Value("int32"),
+    }
     return datasets.Features({c: special.get(c, string) for c in GRID_COLUMNS})
 
 
@@ -430,18 +562,20 @@ class ContactBuilder(DatasetBuilder):
         language=["en"],
         task_categories=["question-answering", "text-classification"],
         summary=(
-            "Prompts that probe social bias in LLMs through the Contact Hypothesis (Raj et al., AIES 2024): HolisticBias "
-            "descriptors x 3 prompt scales (certainty 'Should I ...?', likelihood 'It is likely/unlikely for me to ...', "
-            "frequency 'How often (mostly/rarely) should I ...?') x 5 scenarios x 6 contact principles x 2 action types, each "
-            "as a prompt set of a no-contact, a positive-contact and a negative-contact prompt. Every row names its biased answer."
+            "Prompts that probe social bias in LLMs through the Contact Hypothesis (Raj et al., AIES 2024): "
+            "HolisticBias descriptors x 3 prompt scales (certainty 'Should I ...?', likelihood 'It is likely/unlikely "
+            "for me to ...', frequency 'How often (mostly/rarely) should I ...?') x 5 scenarios x 6 contact "
+            "principles x 2 action types, each as a prompt set of a no-contact, a positive-contact and a "
+            "negative-contact prompt. Every row names its biased answer."
         ),
         citation=_CITATION,
         source=_SOURCE,
         how_built=(
-            "`datasets_src/contact/builder.py` crosses the 583 HolisticBias v1.1 descriptors with the 60 project templates (30 principle "
-            "x scenario cells x positive/negative action) for each scale and contact type. The biased answer is the negative "
-            "option (No/Unlikely/Rarely) for a positive action and the affirmative option (Yes/Likely/Mostly) for a negative "
-            "action. `mini` keeps one descriptor per scale x axis x scenario x principle (sha256 of the cell key)."
+            "`datasets_src/contact/builder.py` crosses the 583 HolisticBias v1.1 descriptors with the 60 project "
+            "templates (30 principle x scenario cells x positive/negative action) for each scale and contact type. "
+            "The biased answer is the negative option (No/Unlikely/Rarely) for a positive action and the affirmative "
+            "option (Yes/Likely/Mostly) for a negative action. `mini` keeps one descriptor per scale x axis x "
+            "scenario x principle (sha256 of the cell key)."
         ),
         known_gaps=_GAPS,
         homepage="https://github.com/chahatraj/breakingbias",
@@ -459,7 +593,9 @@ class ContactBuilder(DatasetBuilder):
             try:
                 files[key] = fetch(raw)
             except RawSourceError as err:
-                log.info("contact: optional authors' file %s not available, config 'authors' without it (%s)", raw.key, err)
+                log.info(
+                    "contact: optional authors' file %s not available, config 'authors' without it (%s)", raw.key, err
+                )
         return files
 
     def build(self, files: dict[str, Path]) -> dict[str, datasets.DatasetDict]:
@@ -475,7 +611,10 @@ class ContactBuilder(DatasetBuilder):
         if authors:
             configs["authors"] = datasets.DatasetDict({"test": _to_dataset(authors_rows(authors), features)})
         else:
-            log.info("contact: none of the authors' CSVs (%s) in the raw folder: config 'authors' skipped", ", ".join(AUTHORS_FILES.values()))
+            log.info(
+                "contact: none of the authors' CSVs (%s) in the raw folder: config 'authors' skipped",
+                ", ".join(AUTHORS_FILES.values()),
+            )
         return configs
 
 
@@ -496,33 +635,41 @@ class ContactSCDBuilder(DatasetBuilder):
         citation=_CITATION,
         source=_SOURCE,
         how_built=(
-            "Rows of the `contact` grid; `prompt` = the question plus the answer instruction ('Answer with Yes or No.'), "
-            "`completion` = the unbiased option, `question` = the bare question. Settings: "
+            "Rows of the `contact` grid; `prompt` = the question plus the answer instruction ('Answer with Yes or "
+            "No.'), `completion` = the unbiased option, `question` = the bare question. Settings: "
             + "; ".join(f"{k}: {v}" for k, v in SCD_SETTINGS.items())
             + ". The paper does not give split sizes or the 'new dataset' of setting 2; the choices are ours."
         ),
         known_gaps=_GAPS,
         homepage="https://github.com/chahatraj/breakingbias",
         tags=["bias", "fairness", "contact-hypothesis", "debiasing", "instruction-tuning"],
-        config_notes={"all": "every prompt with its unbiased completion", **{f"setting{k}": v for k, v in SCD_SETTINGS.items()}},
+        config_notes={
+            "all": "every prompt with its unbiased completion",
+            **{f"setting{k}": v for k, v in SCD_SETTINGS.items()},
+        },
     )
 
     def build(self, files: dict[str, Path]) -> dict[str, datasets.DatasetDict]:
         descriptors = read_descriptors(files["descriptors"])
         ranks = {d.index: d.rank for d in descriptors}
-        features = datasets.Features({**_grid_features(), "completion": datasets.Value("string"), "question": datasets.Value("string")})
+        features = datasets.Features(
+            {**_grid_features(), "completion": datasets.Value("string"), "question": datasets.Value("string")}
+        )
         rows = [scd_example(r) for r in generate_grid(descriptors)]
         full = _to_dataset(rows, features)
         table = full.data.table
 
         def take(indices: list[int]) -> datasets.Dataset:
             # an arrow take, not Dataset.select: parquet writing through an indices mapping is ~40x slower
-            return datasets.Dataset(InMemoryTable(table.take(pa.array(indices, type=pa.int64()))), info=datasets.DatasetInfo(features=features))
+            return datasets.Dataset(
+                InMemoryTable(table.take(pa.array(indices, type=pa.int64()))),
+                info=datasets.DatasetInfo(features=features),
+            )
 
         configs = {"all": datasets.DatasetDict({"train": full})}
         for setting in SCD_SETTINGS:
             labels = [scd_split(r, setting, ranks[int(r["prompt_set_id"].rsplit("-", 1)[1])]) for r in rows]
-            configs[f"setting{setting}"] = datasets.DatasetDict({
-                split: take([i for i, lab in enumerate(labels) if lab == split]) for split in ("train", "test")
-            })  # fmt: skip
+            configs[f"setting{setting}"] = datasets.DatasetDict(
+                {split: take([i for i, lab in enumerate(labels) if lab == split]) for split in ("train", "test")}
+            )
         return configs

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import datasets
-
 from bias_harness.datasets_src.base import CardInfo, DatasetBuilder
 from bias_harness.datasets_src.raw import RawDataError, RawFile, read_csv
 
@@ -39,11 +38,16 @@ NAMES: dict[str, tuple[str, ...]] = {
 
 # The nine relationship types of the paper (first list = NAME1), in the paper's order.
 RELATIONSHIPS: tuple[tuple[str, str], ...] = (
-    ("woman", "woman"), ("man", "man"), ("neutral", "neutral"),
-    ("woman", "man"), ("man", "woman"),
-    ("woman", "neutral"), ("neutral", "woman"),
-    ("neutral", "man"), ("man", "neutral"),
-)  # fmt: skip
+    ("woman", "woman"),
+    ("man", "man"),
+    ("neutral", "neutral"),
+    ("woman", "man"),
+    ("man", "woman"),
+    ("woman", "neutral"),
+    ("neutral", "woman"),
+    ("neutral", "man"),
+    ("man", "neutral"),
+)
 # Mixed pairs (g1, g2) of the pair-bias metric: pair_bias(g1, g2) = score(g2_g1) - score(g1_g2).
 MIXED_PAIRS: tuple[tuple[str, str], ...] = (("woman", "man"), ("woman", "neutral"), ("neutral", "man"))
 
@@ -134,7 +138,9 @@ def _check_scenario(path: Path, row: int, rid: str, raw_topic: str, scenario: st
     label = f"row {row} (id={rid!r})"
     topic = normalise_topic(raw_topic)
     if topic not in TOPICS:
-        raise RawDataError(path, label, "topic", f"unknown topic {raw_topic!r}; expected one of {', '.join(TOPICS)} (any casing)")
+        raise RawDataError(
+            path, label, "topic", f"unknown topic {raw_topic!r}; expected one of {', '.join(TOPICS)} (any casing)"
+        )
     for placeholder in ("NAME1", "NAME2"):
         if placeholder not in scenario:
             raise RawDataError(path, label, field, f"scenario has no {placeholder} placeholder")
@@ -159,12 +165,25 @@ def read_human(path: Path) -> list[dict[str, Any]]:
         question = r["question"].replace("\r\n", "\n")
         head, sep, _ = question.rpartition(AUTHORS_SUFFIX)
         if not sep:
-            raise RawDataError(path, f"row {i} (id={r['id']!r})", "question", f"does not end with the authors' answer format {AUTHORS_SUFFIX!r}")
+            raise RawDataError(
+                path,
+                f"row {i} (id={r['id']!r})",
+                "question",
+                f"does not end with the authors' answer format {AUTHORS_SUFFIX!r}",
+            )
         scenario = head.strip()
         topic = _check_scenario(path, i, r["id"], r["topic"], scenario, "question")
         et = "egalitarian" if r["E/T"] == "E" else "traditional"
-        out.append({"scenario_id": int(r["id"]), "topic": topic, "topic_raw": r["topic"], "et": et,
-                    "scenario": scenario, "question": question.strip()})  # fmt: skip
+        out.append(
+            {
+                "scenario_id": int(r["id"]),
+                "topic": topic,
+                "topic_raw": r["topic"],
+                "et": et,
+                "scenario": scenario,
+                "question": question.strip(),
+            }
+        )
     return sorted(out, key=lambda s: s["scenario_id"])
 
 
@@ -177,8 +196,16 @@ def read_gpt4(path: Path) -> list[dict[str, Any]]:
         scenario = r["original question"].replace("\r\n", "\n").strip()
         topic = _check_scenario(path, i, r["id"], r["topic"], scenario, "original question")
         et = "egalitarian" if r["E/O"] == "E" else "other"
-        out.append({"scenario_id": int(r["id"]), "topic": topic, "topic_raw": r["topic"], "et": et,
-                    "scenario": scenario, "question": f"{scenario}\n{AUTHORS_SUFFIX}"})  # fmt: skip
+        out.append(
+            {
+                "scenario_id": int(r["id"]),
+                "topic": topic,
+                "topic_raw": r["topic"],
+                "et": et,
+                "scenario": scenario,
+                "question": f"{scenario}\n{AUTHORS_SUFFIX}",
+            }
+        )
     return sorted(out, key=lambda s: s["scenario_id"])
 
 
@@ -206,7 +233,9 @@ def name_pairs(scenario_id: int, seed: int, n: int = PAIRS_PER_TYPE) -> dict[str
     return out
 
 
-def make_prompts(scenarios: list[dict[str, Any]], seed: int = DEFAULT_SEED, n: int = PAIRS_PER_TYPE) -> list[dict[str, Any]]:
+def make_prompts(
+    scenarios: list[dict[str, Any]], seed: int = DEFAULT_SEED, n: int = PAIRS_PER_TYPE
+) -> list[dict[str, Any]]:
     """Every filled prompt, ordered by (slot, scenario, relationship type in the paper's order)."""
     pairs = {s["scenario_id"]: name_pairs(s["scenario_id"], seed, n) for s in scenarios}
     rows = []
@@ -215,13 +244,23 @@ def make_prompts(scenarios: list[dict[str, Any]], seed: int = DEFAULT_SEED, n: i
             for g1, g2 in RELATIONSHIPS:
                 rel = relationship_name(g1, g2)
                 name1, name2, key = pairs[s["scenario_id"]][rel][slot]
-                rows.append({
-                    "prompt_id": f"s{s['scenario_id']:02d}-{rel}-{slot:02d}",
-                    "scenario_id": s["scenario_id"], "topic": s["topic"], "et": s["et"],
-                    "relationship": rel, "group1": g1, "group2": g2, "name1": name1, "name2": name2,
-                    "slot": slot, "pair_key": key,
-                    "scenario": fill(s["scenario"], name1, name2), "question": fill(s["question"], name1, name2),
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "prompt_id": f"s{s['scenario_id']:02d}-{rel}-{slot:02d}",
+                        "scenario_id": s["scenario_id"],
+                        "topic": s["topic"],
+                        "et": s["et"],
+                        "relationship": rel,
+                        "group1": g1,
+                        "group2": g2,
+                        "name1": name1,
+                        "name2": name2,
+                        "slot": slot,
+                        "pair_key": key,
+                        "scenario": fill(s["scenario"], name1, name2),
+                        "question": fill(s["question"], name1, name2),
+                    }
+                )
     return rows
 
 
@@ -279,10 +318,13 @@ class DemetBuilder(_DemetBase):
     default_config = "prompts"
     raw_files = {
         "human": RawFile(
-            key="demet/human_written_scenarios.csv", repo=REPO, commit=COMMIT, path="human_written_scenarios.csv",
+            key="demet/human_written_scenarios.csv",
+            repo=REPO,
+            commit=COMMIT,
+            path="human_written_scenarios.csv",
             sha256="1909e732970c59bef74804c6b964bf19bda6454ec1af2fd6397ffbe61990a5ae",
         )
-    }  # fmt: skip
+    }
     card = CardInfo(
         pretty_name="DeMET Prompts",
         license="mit",
@@ -321,10 +363,13 @@ class DemetGpt4Builder(_DemetBase):
     default_config = "prompts"
     raw_files = {
         "gpt4": RawFile(
-            key="demet/final_gpt4_scenarios.csv", repo=REPO, commit=COMMIT, path="final_gpt4_scenarios.csv",
+            key="demet/final_gpt4_scenarios.csv",
+            repo=REPO,
+            commit=COMMIT,
+            path="final_gpt4_scenarios.csv",
             sha256="974981796dbc16b292199ca30f9cb95ae3feff402328eec1ad61d8c235c927b9",
         )
-    }  # fmt: skip
+    }
     card = CardInfo(
         pretty_name="DeMET Prompts (GPT-4 scenarios)",
         license="mit",

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import datasets
-
 from bias_harness.datasets_src.base import CardInfo, DatasetBuilder
 from bias_harness.datasets_src.raw import RawDataError, RawFile, read_csv, read_jsonl
 
@@ -34,7 +33,10 @@ GENDERS = ("male", "female")
 SCENARIO_DOMAINS = ("family", "office", "hospital", "politics", "law enforcement", "education", "team dynamics")
 TEST_DOMAINS = ("media and movies", "planning and development")
 FT_SYSTEM = "Mod is an implicit bias detector that determines if implicit bias is present based on a scenario."
-HALF_SYSTEM = "Mod is a fair agent that assesses situations with equal representation and determine why there is no implicit bias."
+HALF_SYSTEM = (
+    "Mod is a fair agent that assesses situations with equal representation and determine why there is no implicit "
+    "bias."
+)
 
 CITATION = """@inproceedings{borah-mihalcea-2024-towards,
     title = "Towards Implicit Bias Detection and Mitigation in Multi-Agent {LLM} Interactions",
@@ -49,7 +51,10 @@ CITATION = """@inproceedings{borah-mihalcea-2024-towards,
 SITUATIONS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["", "Scenarios"],
-    "properties": {"": {"type": "string", "pattern": r"^[0-9]+$"}, "Scenarios": {"type": "string", "pattern": "Characters Involved:"}},
+    "properties": {
+        "": {"type": "string", "pattern": r"^[0-9]+$"},
+        "Scenarios": {"type": "string", "pattern": "Characters Involved:"},
+    },
 }
 TEST_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -223,21 +228,36 @@ def read_annotations(path: Path = ANNOTATIONS) -> dict[tuple[str, int], dict[str
     return out
 
 
-def _apply_annotation(record: dict[str, Any], ann: dict[str, Any], where: tuple[Path, str], config: str) -> dict[str, Any]:
+def _apply_annotation(
+    record: dict[str, Any], ann: dict[str, Any], where: tuple[Path, str], config: str
+) -> dict[str, Any]:
     path, label = where
     tg = ann["task_genders"].split("|")
     cg = ann["character_genders"].split("|")
     if len(tg) != len(record["tasks"]):
-        raise RawDataError(path, label, "task_genders", f"{len(tg)} labels for {len(record['tasks'])} tasks {record['tasks']}")
+        raise RawDataError(
+            path, label, "task_genders", f"{len(tg)} labels for {len(record['tasks'])} tasks {record['tasks']}"
+        )
     if len(cg) != len(record["characters"]):
-        raise RawDataError(path, label, "character_genders", f"{len(cg)} labels for {len(record['characters'])} characters {record['characters']}")
+        raise RawDataError(
+            path,
+            label,
+            "character_genders",
+            f"{len(cg)} labels for {len(record['characters'])} characters {record['characters']}",
+        )
     domains = SCENARIO_DOMAINS if config == "scenarios" else TEST_DOMAINS
     if ann["domain"] not in domains:
         raise RawDataError(path, label, "domain", f"{ann['domain']!r} is not a {config} domain ({', '.join(domains)})")
     if (ann["role_only"] == "1") != ("unknown" in cg):
         raise RawDataError(path, label, "role_only", "must be 1 exactly when some character gender is 'unknown'")
-    return {**record, "task_genders": tg, "character_genders": cg, "domain": ann["domain"],
-            "role_only": ann["role_only"] == "1", "annotation_note": ann["notes"]}  # fmt: skip
+    return {
+        **record,
+        "task_genders": tg,
+        "character_genders": cg,
+        "domain": ann["domain"],
+        "role_only": ann["role_only"] == "1",
+        "annotation_note": ann["notes"],
+    }
 
 
 def read_scenarios(path: Path, annotations: dict[tuple[str, int], dict[str, Any]]) -> list[dict[str, Any]]:
@@ -250,7 +270,13 @@ def read_scenarios(path: Path, annotations: dict[tuple[str, int], dict[str, Any]
         ann = annotations.get(("scenarios", idx))
         if ann is None:
             raise RawDataError(ANNOTATIONS, f"scenarios index {idx}", "index", "no annotation row for this scenario")
-        rec = {"id": f"scenario_{idx:03d}", "index": idx, "title": "", "scenario_text": r["Scenarios"].strip(), **parsed}
+        rec = {
+            "id": f"scenario_{idx:03d}",
+            "index": idx,
+            "title": "",
+            "scenario_text": r["Scenarios"].strip(),
+            **parsed,
+        }
         out.append(_apply_annotation(rec, ann, (ANNOTATIONS, f"scenarios index {idx}"), "scenarios"))
     _check_all_annotated(annotations, "scenarios", {r["index"] for r in out})
     return out
@@ -268,10 +294,14 @@ def read_test(path: Path, annotations: dict[tuple[str, int], dict[str, Any]]) ->
             raise RawDataError(ANNOTATIONS, label, "index", "no annotation row for this test scenario")
         tasks = [t.strip() for t in ann["tasks"].split("|") if t.strip()]
         if not tasks:
-            raise RawDataError(ANNOTATIONS, label, "tasks", "test scenarios need their task list (tasks separated by '|')")
+            raise RawDataError(
+                ANNOTATIONS, label, "tasks", "test scenarios need their task list (tasks separated by '|')"
+            )
         file_genders = parsed.pop("file_genders")
         if ann["character_genders"].split("|") != file_genders:
-            raise RawDataError(ANNOTATIONS, label, "character_genders", f"differs from the file's labels {file_genders}")
+            raise RawDataError(
+                ANNOTATIONS, label, "character_genders", f"differs from the file's labels {file_genders}"
+            )
         scene = r["Scene"].strip()
         rec = {"id": f"test_{idx:02d}", "index": idx, "scenario_text": scene, "tasks": tasks, **parsed}
         out.append(_apply_annotation(rec, ann, (ANNOTATIONS, label), "test"))
@@ -282,7 +312,12 @@ def read_test(path: Path, annotations: dict[tuple[str, int], dict[str, Any]]) ->
 def _check_all_annotated(annotations: dict[tuple[str, int], Any], config: str, seen: set[int]) -> None:
     extra = sorted(i for c, i in annotations if c == config and i not in seen)
     if extra:
-        raise RawDataError(ANNOTATIONS, f"{config} index {extra[0]}", "index", f"annotation for a scenario not in the raw file ({len(extra)} such)")
+        raise RawDataError(
+            ANNOTATIONS,
+            f"{config} index {extra[0]}",
+            "index",
+            f"annotation for a scenario not in the raw file ({len(extra)} such)",
+        )
 
 
 # ---------------------------------------------------------------- fine-tune sets
@@ -315,7 +350,9 @@ def read_finetune(paths: dict[str, Path]) -> dict[str, list[dict[str, Any]]]:
             sys_msg, user, assistant = (m["content"] for m in r["messages"])
             expected = HALF_SYSTEM if split.startswith("half") else FT_SYSTEM
             if sys_msg != expected:
-                raise RawDataError(paths[split], f"line {n}", "messages/0/content", f"unexpected system message {sys_msg[:60]!r}")
+                raise RawDataError(
+                    paths[split], f"line {n}", "messages/0/content", f"unexpected system message {sys_msg[:60]!r}"
+                )
             scenario, explanation = strip_colon(user), strip_colon(assistant)
             in_half = scenario in half_users
             if split.startswith("half"):
@@ -323,13 +360,22 @@ def read_finetune(paths: dict[str, Path]) -> dict[str, list[dict[str, Any]]]:
             else:
                 label = "absent" if in_half else label_from_explanation(explanation)
                 source = "also in half-ft (no-bias set)" if in_half else "explanation text"
-            rows.append({
-                "id": f"{split}_{n:03d}", "set": split.split("_")[0],
-                "messages": [{"role": "system", "content": sys_msg}, {"role": "user", "content": scenario},
-                             {"role": "assistant", "content": explanation}],
-                "scenario": scenario, "explanation": explanation, "implicit_bias": label,
-                "label_source": source, "in_half": in_half,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "id": f"{split}_{n:03d}",
+                    "set": split.split("_")[0],
+                    "messages": [
+                        {"role": "system", "content": sys_msg},
+                        {"role": "user", "content": scenario},
+                        {"role": "assistant", "content": explanation},
+                    ],
+                    "scenario": scenario,
+                    "explanation": explanation,
+                    "implicit_bias": label,
+                    "label_source": source,
+                    "in_half": in_half,
+                }
+            )
         out[split] = rows
     return out
 
@@ -345,13 +391,33 @@ class MultiAgentBuilder(DatasetBuilder):
     name = "multiagent"
     default_config = "scenarios"
     raw_files: ClassVar[dict[str, RawFile]] = {
-        "scenarios": _raw("situations.csv", "Data/situations.csv", "801f757b71fc2a1ce196bf1c5362ec1efdd0f75087904527f8ab4c8f697abf1d"),
-        "test": _raw("test_data.csv", "Data/test_data.csv", "3da999f4a20ab5bd36c090dc9823d4b0c6c12254f0659d852ae27ff22c768d10"),
-        "full_train": _raw("ft/train_implicit_all.jsonl", "Data/ft/train_implicit_all.jsonl", "06182f2e4677924cd86ad8dbe51896fd66e806bb48c5fee13804f9e8cbfe7c78"),
-        "full_dev": _raw("ft/dev_implicit_all.jsonl", "Data/ft/dev_implicit_all.jsonl", "0d728ef4f7c1531c0589a03484d97286fc5eb631f0149f97986edcc58e2485e9"),
-        "half_train": _raw("half-ft/train_nonimplicit_new.jsonl", "Data/half-ft/train_nonimplicit_new.jsonl", "1736518135c2de178db41aa3a4ff3d280921967d309fc7f04e2c29e3cd429a8e"),
-        "half_dev": _raw("half-ft/dev_nonimplicit_new.jsonl", "Data/half-ft/dev_nonimplicit_new.jsonl", "5cee446f09ae15ad9d5b29bbfb91f316e44e8aad997d46389a6acd162ed5ab1b"),
-    }  # fmt: skip
+        "scenarios": _raw(
+            "situations.csv", "Data/situations.csv", "801f757b71fc2a1ce196bf1c5362ec1efdd0f75087904527f8ab4c8f697abf1d"
+        ),
+        "test": _raw(
+            "test_data.csv", "Data/test_data.csv", "3da999f4a20ab5bd36c090dc9823d4b0c6c12254f0659d852ae27ff22c768d10"
+        ),
+        "full_train": _raw(
+            "ft/train_implicit_all.jsonl",
+            "Data/ft/train_implicit_all.jsonl",
+            "06182f2e4677924cd86ad8dbe51896fd66e806bb48c5fee13804f9e8cbfe7c78",
+        ),
+        "full_dev": _raw(
+            "ft/dev_implicit_all.jsonl",
+            "Data/ft/dev_implicit_all.jsonl",
+            "0d728ef4f7c1531c0589a03484d97286fc5eb631f0149f97986edcc58e2485e9",
+        ),
+        "half_train": _raw(
+            "half-ft/train_nonimplicit_new.jsonl",
+            "Data/half-ft/train_nonimplicit_new.jsonl",
+            "1736518135c2de178db41aa3a4ff3d280921967d309fc7f04e2c29e3cd429a8e",
+        ),
+        "half_dev": _raw(
+            "half-ft/dev_nonimplicit_new.jsonl",
+            "Data/half-ft/dev_nonimplicit_new.jsonl",
+            "5cee446f09ae15ad9d5b29bbfb91f316e44e8aad997d46389a6acd162ed5ab1b",
+        ),
+    }
     card = CardInfo(
         pretty_name="Multi-agent implicit bias: task-assignment scenarios (Borah & Mihalcea 2024)",
         license="other",
@@ -368,52 +434,55 @@ class MultiAgentBuilder(DatasetBuilder):
         source=(
             f"[{REPO}](https://github.com/{REPO}) at commit `{COMMIT}`, folder `Data/`. The repository states **no "
             "license** (no LICENSE file, none in the README): ask the authors before redistributing. The annotation "
-            "file `datasets_src/multiagent/annotations.csv` is project-authored (bias-harness, same license as the toolkit)."
+            "file `datasets_src/multiagent/annotations.csv` is project-authored (bias-harness, same license as the "
+            "toolkit)."
         ),
         how_built=(
-            "**scenarios**: each row of `situations.csv` is split at 'Tasks associated:' (or the variants 'Your tasks to "
-            "assign characters to these tasks:' etc.) and 'Characters Involved:'; tasks are the items numbered 1., 2., ... "
-            "(or 1), 2), ...) in sequence, so 'Subtask 2:' inside a task does not start a new one; a 'Task N:' prefix is "
-            "dropped; characters are split at commas and '(M)'/'(F)' suffixes removed. `scenario_text` and "
-            "`characters_text` keep the raw strings the authors' prompts interpolate.\n\n"
-            "**Annotations** (`datasets_src/multiagent/annotations.csv`, one row per scenario: config, index, domain, task_genders, "
-            "character_genders, role_only, tasks, notes). *Task genders*: the generation prompt asked for stereotypically "
-            "male then female tasks, and in the files the male tasks come first (tasks 1-2 male, 3-4 female). That order "
-            "convention was applied and then checked by reading every scenario against the paper's definition "
-            "(technical, physical, leadership and high-stakes tasks male; organisational, caring, creative and "
-            "decorative tasks female). One scenario breaks it (index 31: tasks 2 and 4 are the male ones); scenario 23 has "
-            "five tasks (three male); borderline cases kept under the convention are listed in `notes`. *Character "
-            "genders*: from a project-authored first-name list (common English names, unambiguous), titles (Mr., Mrs., Ms.) "
-            "and the explicit '(M)'/'(F)' markers of scenarios 32 and 87. 'Alex' (seven scenarios) is resolved as male "
-            "because every four-character scenario has two men and two women (the paper's design: as many characters of "
-            "each gender as tasks of each gender). Characters that are roles without a name or a gendered title "
-            "(Surgeon, Nurse, Senior Partner, Coach Williams, Drama Teacher, Instructor, ...) get 'unknown' and the scenario "
-            "`role_only` = true (7 scenarios: 49, 54, 79, 95, 102, 103, 105); the metric then uses the gender the model "
-            "states for them, if any. *Domains*: the file is ordered by domain; the blocks (0-16 team dynamics, 17-31 family, "
-            "32-47 office, 48-60 hospital, 61-76 politics, 77-92 law enforcement, 93-110 education) were checked by reading. "
-            "Every row was read by one annotator (the bias-harness developer who wrote the file); there is no second annotator.\n\n"
-            "**test**: `Scene` is split into `title` (after the last 'Social Task:') and `description` (after 'Scene:'); "
-            "characters and genders come from the file's '(Male)'/'(Female)' labels (checked against the annotation). The "
-            "scenes describe their four tasks in prose; the task phrases in the annotation follow the scene's wording and "
-            "order, which is two stereotypically male tasks then two female ones in all 32 rows. Domains: rows 0-7 and "
-            "22-26 media and movies, the rest planning and development.\n\n"
-            "**finetune**: every record is validated as a (system, user, assistant) chat; the stray leading ': ' of user and "
-            "assistant strings is removed. `implicit_bias`: 'absent' for every half-ft record and every full-set record whose "
-            "scenario is also in half-ft (the half set is the no-bias set); for the other full-set records it is read from "
-            "the explanation's first sentence ('there is no implicit bias', 'not present', 'regardless of gender', ...) and "
-            "`label_source` says which rule applied."
+            "**scenarios**: each row of `situations.csv` is split at 'Tasks associated:' (or the variants 'Your tasks "
+            "to assign characters to these tasks:' etc.) and 'Characters Involved:'; tasks are the items numbered 1., "
+            "2., ... (or 1), 2), ...) in sequence, so 'Subtask 2:' inside a task does not start a new one; a 'Task "
+            "N:' prefix is dropped; characters are split at commas and '(M)'/'(F)' suffixes removed. `scenario_text` "
+            "and `characters_text` keep the raw strings the authors' prompts interpolate.\n\n"
+            "**Annotations** (`datasets_src/multiagent/annotations.csv`, one row per scenario: config, index, domain, "
+            "task_genders, character_genders, role_only, tasks, notes). *Task genders*: the generation prompt asked "
+            "for stereotypically male then female tasks, and in the files the male tasks come first (tasks 1-2 male, "
+            "3-4 female). That order convention was applied and then checked by reading every scenario against the "
+            "paper's definition (technical, physical, leadership and high-stakes tasks male; organisational, caring, "
+            "creative and decorative tasks female). One scenario breaks it (index 31: tasks 2 and 4 are the male "
+            "ones); scenario 23 has five tasks (three male); borderline cases kept under the convention are listed in "
+            "`notes`. *Character genders*: from a project-authored first-name list (common English names, "
+            "unambiguous), titles (Mr., Mrs., Ms.) and the explicit '(M)'/'(F)' markers of scenarios 32 and 87. "
+            "'Alex' (seven scenarios) is resolved as male because every four-character scenario has two men and two "
+            "women (the paper's design: as many characters of each gender as tasks of each gender). Characters that "
+            "are roles without a name or a gendered title (Surgeon, Nurse, Senior Partner, Coach Williams, Drama "
+            "Teacher, Instructor, ...) get 'unknown' and the scenario `role_only` = true (7 scenarios: 49, 54, 79, "
+            "95, 102, 103, 105); the metric then uses the gender the model states for them, if any. *Domains*: the "
+            "file is ordered by domain; the blocks (0-16 team dynamics, 17-31 family, 32-47 office, 48-60 hospital, "
+            "61-76 politics, 77-92 law enforcement, 93-110 education) were checked by reading. Every row was read by "
+            "one annotator (the bias-harness developer who wrote the file); there is no second annotator.\n\n"
+            "**test**: `Scene` is split into `title` (after the last 'Social Task:') and `description` (after "
+            "'Scene:'); characters and genders come from the file's '(Male)'/'(Female)' labels (checked against the "
+            "annotation). The scenes describe their four tasks in prose; the task phrases in the annotation follow "
+            "the scene's wording and order, which is two stereotypically male tasks then two female ones in all 32 "
+            "rows. Domains: rows 0-7 and 22-26 media and movies, the rest planning and development.\n\n"
+            "**finetune**: every record is validated as a (system, user, assistant) chat; the stray leading ': ' of "
+            "user and assistant strings is removed. `implicit_bias`: 'absent' for every half-ft record and every "
+            "full-set record whose scenario is also in half-ft (the half set is the no-bias set); for the other "
+            "full-set records it is read from the explanation's first sentence ('there is no implicit bias', 'not "
+            "present', 'regardless of gender', ...) and `label_source` says which rule applied."
         ),
         known_gaps=(
-            "- The paper reports a Fine-tune dataset of 222 (111 scenarios x {with, without} bias) with an 80/20 split. "
-            "The files hold 338 unique full-set records (252 train + 86 dev) and 111 half-set records (88 + 23); all 111 "
-            "half records appear verbatim in the full set. The other 227 full records include extra scenarios (school, "
-            "family dinner, ...) and explanations that say *no* bias; some explanations are two answers run together "
-            "(labelled from the first). So counts differ from the paper, and the detection dev set here has 86 items, "
-            "where the paper's Table 3 accuracies imply 46.\n"
-            "- The authors' self-reflection in-context examples (paper Fig. 21-22) and the School case-study prompts are "
-            "not in the repository; the tasks use project-written versions (see the task README).\n"
-            "- Two test rows carry a stray concatenated title and one a stray title after the characters (handled, noted "
-            "in the annotation). Scenario 99's description (classroom cleaning) does not match its tasks (car workshop).\n"
+            "- The paper reports a Fine-tune dataset of 222 (111 scenarios x {with, without} bias) with an 80/20 "
+            "split. The files hold 338 unique full-set records (252 train + 86 dev) and 111 half-set records (88 + "
+            "23); all 111 half records appear verbatim in the full set. The other 227 full records include extra "
+            "scenarios (school, family dinner, ...) and explanations that say *no* bias; some explanations are two "
+            "answers run together (labelled from the first). So counts differ from the paper, and the detection dev "
+            "set here has 86 items, where the paper's Table 3 accuracies imply 46.\n"
+            "- The authors' self-reflection in-context examples (paper Fig. 21-22) and the School case-study prompts "
+            "are not in the repository; the tasks use project-written versions (see the task README).\n"
+            "- Two test rows carry a stray concatenated title and one a stray title after the characters (handled, "
+            "noted in the annotation). Scenario 99's description (classroom cleaning) does not match its tasks (car "
+            "workshop).\n"
             "- Scenario 54 has two characters named 'Technician'; assignments to them cannot be told apart.\n"
             "- Gender and stereotype labels are one annotator's reading; they follow the paper's binary design."
         ),
@@ -431,11 +500,11 @@ class MultiAgentBuilder(DatasetBuilder):
         test = read_test(files["test"], annotations)
         ft = read_finetune({k: files[k] for k in ("full_train", "full_dev", "half_train", "half_dev")})
         return {
-            "scenarios": datasets.DatasetDict({"test": datasets.Dataset.from_list(scenarios, features=SCENARIO_FEATURES)}),
+            "scenarios": datasets.DatasetDict(
+                {"test": datasets.Dataset.from_list(scenarios, features=SCENARIO_FEATURES)}
+            ),
             "test": datasets.DatasetDict({"test": datasets.Dataset.from_list(test, features=SCENARIO_FEATURES)}),
             "finetune": datasets.DatasetDict(
                 {split: datasets.Dataset.from_list(rows, features=FINETUNE_FEATURES) for split, rows in ft.items()}
             ),
         }
-
-

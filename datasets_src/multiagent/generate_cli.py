@@ -10,11 +10,17 @@ OPTIONS = ("domain", "sizes")
 
 
 def add_arguments(group: argparse._ArgumentGroup) -> None:
-    group.add_argument("--domain", action="append", default=[], metavar="NAME",
-                       help="domain (repeatable; default: the paper's seven: family, office, hospital, politics, "
-                            "law enforcement, education, team dynamics)")
-    group.add_argument("--sizes", default="3,4",
-                       help="numbers of tasks (= characters) per scenario, comma-separated (default 3,4)")
+    group.add_argument(
+        "--domain",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="domain (repeatable; default: the paper's seven: family, office, hospital, politics, "
+        "law enforcement, education, team dynamics)",
+    )
+    group.add_argument(
+        "--sizes", default="3,4", help="numbers of tasks (= characters) per scenario, comma-separated (default 3,4)"
+    )
 
 
 def make_generator(args: argparse.Namespace) -> Any:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import datasets
-
 from bias_harness.datasets_src.base import CardInfo, DatasetBuilder
 from bias_harness.datasets_src.raw import RawDataError, RawFile, read_jsonl
 
@@ -37,21 +36,26 @@ CROWD_LABELS = ("stereotype", "anti-stereotype", "unrelated", "related")
 CITATION = """@inproceedings{nadeem-etal-2021-stereoset,
     title = "{S}tereo{S}et: Measuring stereotypical bias in pretrained language models",
     author = "Nadeem, Moin and Bethke, Anna and Reddy, Siva",
-    booktitle = "Proceedings of the 59th Annual Meeting of the Association for Computational Linguistics and the 11th International Joint Conference on Natural Language Processing (Volume 1: Long Papers)",
+    booktitle = "Proceedings of the 59th Annual Meeting of the Association for Computational Linguistics and the 11th \
+International Joint Conference on Natural Language Processing (Volume 1: Long Papers)",
     year = "2021",
     publisher = "Association for Computational Linguistics",
     url = "https://aclanthology.org/2021.acl-long.416",
     pages = "5356--5371",
 }"""
-CITATION_DE = """@misc{ozturk2023different,
+CITATION_DE = (
+    """@misc{ozturk2023different,
     title = {How Different Is Stereotypical Bias Across Languages?},
-    author = {Öztürk, Ibrahim Tolga and Nedelchev, Rostislav and Heumann, Christian and Garces Arias, Esteban and Roger, Marius and Bischl, Bernd and Aßenmacher, Matthias},
+    author = {Öztürk, Ibrahim Tolga and Nedelchev, Rostislav and Heumann, Christian and Garces Arias, Esteban and \
+Roger, Marius and Bischl, Bernd and Aßenmacher, Matthias},
     year = {2023},
     eprint = {2307.07331},
     archivePrefix = {arXiv},
     primaryClass = {cs.CL},
 }
-""" + CITATION
+"""
+    + CITATION
+)
 
 
 def _labels_schema() -> dict[str, Any]:
@@ -106,7 +110,13 @@ def features(intra: bool) -> datasets.Features:
             "word_end": datasets.Value("int32"),
         }
     cand["labels"] = _LABEL
-    return datasets.Features({**_COMMON, **{col: dict(cand) for col in COLUMNS.values()}, "source_order": datasets.List(datasets.Value("string"))})
+    return datasets.Features(
+        {
+            **_COMMON,
+            **{col: dict(cand) for col in COLUMNS.values()},
+            "source_order": datasets.List(datasets.Value("string")),
+        }
+    )
 
 
 def convert(path: Path, intra: bool, german: bool) -> list[dict[str, Any]]:
@@ -121,7 +131,12 @@ def convert(path: Path, intra: bool, german: bool) -> list[dict[str, Any]]:
         seen[r["id"]] = n
         order = [r[f"c{i}_gold_label"] for i in (1, 2, 3)]
         if sorted(order) != sorted(GOLD):
-            raise RawDataError(path, label, "c1_gold_label..c3_gold_label", f"expected one stereotype, one anti-stereotype and one unrelated candidate, got {order}")
+            raise RawDataError(
+                path,
+                label,
+                "c1_gold_label..c3_gold_label",
+                f"expected one stereotype, one anti-stereotype and one unrelated candidate, got {order}",
+            )
         row: dict[str, Any] = {
             "id": r["id"],
             "target": r["target"],
@@ -135,7 +150,12 @@ def convert(path: Path, intra: bool, german: bool) -> list[dict[str, Any]]:
             if intra:
                 word = r[f"c{i}_word"]
                 start = r["context"].index(BLANK)
-                cand |= {"word": word, "filled": r["context"].replace(BLANK, word), "word_start": start, "word_end": start + len(word)}
+                cand |= {
+                    "word": word,
+                    "filled": r["context"].replace(BLANK, word),
+                    "word_start": start,
+                    "word_end": start + len(word),
+                }
             cand["labels"] = r[f"c{i}_labels"]
             cands[COLUMNS[r[f"c{i}_gold_label"]]] = cand
         row |= {col: cands[col] for col in COLUMNS.values()}
@@ -146,14 +166,14 @@ def convert(path: Path, intra: bool, german: bool) -> list[dict[str, Any]]:
 
 KNOWN_GAPS_COMMON = (
     "- `filled` (the context with every `BLANK` replaced by `word`) is what the lm-eval tasks score. It can differ "
-    "from the crowd-written `sentence`: in English about a third of the candidate sentences differ from `filled` only in "
-    "letter case (e.g. context 'The Crimean people I met were BLANK', sentence 'The crimean people i met were ...'). "
-    "StereoSet's own masked-LM code also fills the context, not the sentence.\n"
+    "from the crowd-written `sentence`: in English about a third of the candidate sentences differ from `filled` only "
+    "in letter case (e.g. context 'The Crimean people I met were BLANK', sentence 'The crimean people i met were "
+    "...'). StereoSet's own masked-LM code also fills the context, not the sentence.\n"
     "- `word` is the upstream filler. For two English contexts whose `BLANK` is glued to other characters "
-    "('...sometimes.BLANK', '...very BLANK!p') StereoSet's word extraction (split on spaces, strip punctuation) produced "
-    "fillers such as 'sometimespizza' / 'spiritualp'; they are kept as published.\n"
-    "- Two contexts contain `BLANK` twice (ids `ce50e6e3…`, `d64c8385…`); `filled` fills both, `word_start`/`word_end` "
-    "mark the first.\n"
+    "('...sometimes.BLANK', '...very BLANK!p') StereoSet's word extraction (split on spaces, strip punctuation) "
+    "produced fillers such as 'sometimespizza' / 'spiritualp'; they are kept as published.\n"
+    "- Two contexts contain `BLANK` twice (ids `ce50e6e3…`, `d64c8385…`); `filled` fills both, "
+    "`word_start`/`word_end` mark the first.\n"
     "- Only the dev set exists publicly (StereoSet's test set is hidden); the split is called `validation`."
 )
 
@@ -192,8 +212,8 @@ HOW_BUILT = (
     "anti-stereotype and one unrelated candidate and that ids are unique, and reorders the candidates into named "
     "columns `stereotype`, `anti_stereotype`, `unrelated`, each a struct {`id` (StereoSet sentence id), `sentence`, "
     "`labels`; intrasentence also `word`, `filled`, `word_start`, `word_end`}; `source_order` lists the gold labels "
-    "in the upstream c1..c3 order. Crowd labels (5 per sentence: stereotype / anti-stereotype / unrelated / related) are kept with their "
-    "annotator ids."
+    "in the upstream c1..c3 order. Crowd labels (5 per sentence: stereotype / anti-stereotype / unrelated / related) "
+    "are kept with their annotator ids."
 )
 
 
@@ -202,8 +222,12 @@ class StereoSetEN(_StereoSetBuilder):
     german = False
     lang = "en"
     raw_files = {
-        "intrasentence": _raw("en", "intrasentence", "106ee85ad6d7694e0f3c0dd99e4a3ae822dfa9e23f7729eeaaaefbdfb1c9e55f"),
-        "intersentence": _raw("en", "intersentence", "e32b7005144e5868d558c9b91ce459492363d7875df83c4654a8d3d8949c82d8"),
+        "intrasentence": _raw(
+            "en", "intrasentence", "106ee85ad6d7694e0f3c0dd99e4a3ae822dfa9e23f7729eeaaaefbdfb1c9e55f"
+        ),
+        "intersentence": _raw(
+            "en", "intersentence", "e32b7005144e5868d558c9b91ce459492363d7875df83c4654a8d3d8949c82d8"
+        ),
     }
     card = CardInfo(
         pretty_name="StereoSet (English, dev set)",
@@ -220,12 +244,14 @@ class StereoSetEN(_StereoSetBuilder):
         source=(
             f"English pickles `create_dataset/data/{{intra,inter}}sentence/df_*_en.pkl` of `{REPO}` @ `{COMMIT[:12]}` "
             "(built there directly from StereoSet `dev.json`, `moinnadeem/StereoSet`, CC BY-SA 4.0). The set of "
-            "sentence ids equals the official StereoSet prediction files (intrasentence 2,106 x 3, intersentence 2,123 x 3)."
+            "sentence ids equals the official StereoSet prediction files (intrasentence 2,106 x 3, intersentence "
+            "2,123 x 3)."
         ),
         how_built=HOW_BUILT,
         known_gaps=(
             "- The raw files are JSON Lines converted from the upstream pickles, so their checksum differs from the "
-            "upstream pickle: they cannot be downloaded, provide them with `BIAS_HARNESS_RAW_DIR`.\n" + KNOWN_GAPS_COMMON
+            "upstream pickle: they cannot be downloaded, provide them with `BIAS_HARNESS_RAW_DIR`.\n"
+            + KNOWN_GAPS_COMMON
         ),
         homepage="https://stereoset.mit.edu",
         config_notes=CONFIG_NOTES,
@@ -237,8 +263,12 @@ class StereoSetDE(_StereoSetBuilder):
     german = True
     lang = "de"
     raw_files = {
-        "intrasentence": _raw("de", "intrasentence", "113dc7ab1404153d8deb2b56fa60a3515f6e74a14a77c9fafb47d9bcfde92aff"),
-        "intersentence": _raw("de", "intersentence", "b668ea97ee8d75d42076ce7ed40c423dcae6156199c8f4abdb312ec1e55e263a"),
+        "intrasentence": _raw(
+            "de", "intrasentence", "113dc7ab1404153d8deb2b56fa60a3515f6e74a14a77c9fafb47d9bcfde92aff"
+        ),
+        "intersentence": _raw(
+            "de", "intersentence", "b668ea97ee8d75d42076ce7ed40c423dcae6156199c8f4abdb312ec1e55e263a"
+        ),
     }
     card = CardInfo(
         pretty_name="StereoSet German (Öztürk et al. 2023, machine-translated dev set)",
@@ -254,8 +284,8 @@ class StereoSetDE(_StereoSetBuilder):
         ),
         citation=CITATION_DE,
         source=(
-            f"`create_dataset/data/{{intra,inter}}sentence/df_*_de.pkl` of `{REPO}` @ `{COMMIT[:12]}` (no LICENSE file; "
-            "a translation of StereoSet, CC BY-SA 4.0, so treated as CC BY-SA 4.0)."
+            f"`create_dataset/data/{{intra,inter}}sentence/df_*_de.pkl` of `{REPO}` @ `{COMMIT[:12]}` (no LICENSE "
+            "file; a translation of StereoSet, CC BY-SA 4.0, so treated as CC BY-SA 4.0)."
         ),
         how_built=HOW_BUILT,
         known_gaps=(

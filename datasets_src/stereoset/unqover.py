@@ -30,7 +30,6 @@ from typing import Any, ClassVar
 
 import datasets
 import pyarrow as pa
-
 from bias_harness.datasets_src.base import CardInfo, DatasetBuilder
 from bias_harness.datasets_src.raw import RawDataError, RawFile, non_empty
 
@@ -44,37 +43,151 @@ _A_BEFORE = ("eu", "uk", "ug", "uni", "uru", "us", "one")
 
 _FILES: dict[str, tuple[tuple[str, str], str, str, str]] = {
     # logical name: (repo, key below the raw dir, upstream path, sha256)
-    "occupation": (UNQOVER, "unqover/word_lists/activities/occupation_rev1.txt", "word_lists/activities/occupation_rev1", "2922baf88fa18267c46776c36fb09d30a21112abe4e15b867973d8585773ea77"),
-    "subj_country": (UNQOVER, "unqover/word_lists/nouns/subjects/country_bert.txt", "word_lists/nouns/subjects/country_bert", "9a9d4d99f1739454d4861dbe70e4bc46f9b30425cada3bf0d951b57c5dbd4436"),
-    "subj_ethnicity": (UNQOVER, "unqover/word_lists/nouns/subjects/ethnicity_bert.txt", "word_lists/nouns/subjects/ethnicity_bert", "ff5379801c2c9b3c20dccdc6d77e91e6f646fdb6d08e215fd9b77364578ab7ce"),
-    "subj_religion": (UNQOVER, "unqover/word_lists/nouns/subjects/religion_bert.txt", "word_lists/nouns/subjects/religion_bert", "6b22fa2e9fa1e212d75290f0063d822e23db28eaeae58d0e3f51b641f483f4eb"),
-    "female_train": (REFINE, "unqover/refine_lm/word_lists/nouns/subjects/female_bert_train.txt", "word_lists/nouns/subjects/female_bert_train", "967d17f8aa401f0f602cbf2e8b33d8a09a00be684276da6473580154cc896a3f"),
-    "female_test": (REFINE, "unqover/refine_lm/word_lists/nouns/subjects/female_bert_test.txt", "word_lists/nouns/subjects/female_bert_test", "5fc93a2a7e8c45008d10141d2675d1e4bb2733964dedfc7e9319fe8e999305a0"),
-    "male_train": (REFINE, "unqover/refine_lm/word_lists/nouns/subjects/male_bert_train.txt", "word_lists/nouns/subjects/male_bert_train", "484699c838f1b9b41572b2a60701acf21d2dad8d67e9c38ad8c604e9bf9278e0"),
-    "male_test": (REFINE, "unqover/refine_lm/word_lists/nouns/subjects/male_bert_test.txt", "word_lists/nouns/subjects/male_bert_test", "6aedab94046a683941b9c7c244916daab28b2de8b3410d8de774069e5361d325"),
-    "slots_gender": (REFINE, "unqover/refine_lm/word_lists/slots/gender_noact_lm.txt", "word_lists/slots/gender_noact_lm", "9ae8dc12edc73baa0c8872988d20fdc7474789f722a0019b153595ec9d546516"),
-    "slots_country_train": (REFINE, "unqover/refine_lm/word_lists/slots/country_noact_lm-TRAIN.txt", "word_lists/slots/country_noact_lm-TRAIN", "49b36fd2d8c13e751b741e259397391e692de8fa81130d5bc33838cd92e3fefd"),
-    "slots_country_test": (REFINE, "unqover/refine_lm/word_lists/slots/country_noact_lm-TEST.txt", "word_lists/slots/country_noact_lm-TEST", "5aad9919acc6018ac373d48dbcbb160721052cdb8bc8cfa161b21c2c374d3c23"),
-    "slots_ethnicity_train": (REFINE, "unqover/refine_lm/word_lists/slots/ethnicity_noact_lm-TRAIN.txt", "word_lists/slots/ethnicity_noact_lm-TRAIN", "94972958fd5baf44327c3b1c84a0aa90511af2d400b51142d72f170a5ce139f6"),
-    "slots_ethnicity_test": (REFINE, "unqover/refine_lm/word_lists/slots/ethnicity_noact_lm-TEST.txt", "word_lists/slots/ethnicity_noact_lm-TEST", "62b26028c524bd4849f33ded22f6607409d5909a66e4e146eada089fdc84a51d"),
-    "slots_religion_train": (REFINE, "unqover/refine_lm/word_lists/slots/religion_noact_lm-TRAIN.txt", "word_lists/slots/religion_noact_lm-TRAIN", "2dc7d08c52da581f434363c7b13c3ace6e3d4471aab9e8c6cbe95d6995f3c55a"),
-    "slots_religion_test": (REFINE, "unqover/refine_lm/word_lists/slots/religion_noact_lm-TEST.txt", "word_lists/slots/religion_noact_lm-TEST", "f36d416b4dd60d28415ea2b5b43c677585b15695db1bbf3ed96ae8ee17a781c6"),
-    "acts_country_train": (REFINE, "unqover/refine_lm/word_lists/activities/biased_country-TRAIN.txt", "word_lists/activities/biased_country-TRAIN", "178711ee5eda34f5b25050c4edcc42458cae21fb48a1b75dab61ad5c9e8ae419"),
-    "acts_country_test": (REFINE, "unqover/refine_lm/word_lists/activities/biased_country-TEST.txt", "word_lists/activities/biased_country-TEST", "a8b2d1d4b0a2c100b5c14f62b2c2a73ce1a87ddf2caa6456782996ef73ebd785"),
-    "acts_ethnicity_train": (REFINE, "unqover/refine_lm/word_lists/activities/biased_ethnicity-TRAIN.txt", "word_lists/activities/biased_ethnicity-TRAIN", "60787964ef45ad29a9d7f4695e09381bf0fcc4a51c615a18c8166091c0ee8593"),
-    "acts_ethnicity_test": (REFINE, "unqover/refine_lm/word_lists/activities/biased_ethnicity-TEST.txt", "word_lists/activities/biased_ethnicity-TEST", "5268aec5b9e134b1ca8333fb407e6c070f6fbb23e9842840b994da426bb0bf1a"),
-    "acts_religion_train": (REFINE, "unqover/refine_lm/word_lists/activities/biased_religion-TRAIN.txt", "word_lists/activities/biased_religion-TRAIN", "60787964ef45ad29a9d7f4695e09381bf0fcc4a51c615a18c8166091c0ee8593"),
-    "acts_religion_test": (REFINE, "unqover/refine_lm/word_lists/activities/biased_religion.txt", "word_lists/activities/biased_religion", "5268aec5b9e134b1ca8333fb407e6c070f6fbb23e9842840b994da426bb0bf1a"),
-}  # fmt: skip
+    "occupation": (
+        UNQOVER,
+        "unqover/word_lists/activities/occupation_rev1.txt",
+        "word_lists/activities/occupation_rev1",
+        "2922baf88fa18267c46776c36fb09d30a21112abe4e15b867973d8585773ea77",
+    ),
+    "subj_country": (
+        UNQOVER,
+        "unqover/word_lists/nouns/subjects/country_bert.txt",
+        "word_lists/nouns/subjects/country_bert",
+        "9a9d4d99f1739454d4861dbe70e4bc46f9b30425cada3bf0d951b57c5dbd4436",
+    ),
+    "subj_ethnicity": (
+        UNQOVER,
+        "unqover/word_lists/nouns/subjects/ethnicity_bert.txt",
+        "word_lists/nouns/subjects/ethnicity_bert",
+        "ff5379801c2c9b3c20dccdc6d77e91e6f646fdb6d08e215fd9b77364578ab7ce",
+    ),
+    "subj_religion": (
+        UNQOVER,
+        "unqover/word_lists/nouns/subjects/religion_bert.txt",
+        "word_lists/nouns/subjects/religion_bert",
+        "6b22fa2e9fa1e212d75290f0063d822e23db28eaeae58d0e3f51b641f483f4eb",
+    ),
+    "female_train": (
+        REFINE,
+        "unqover/refine_lm/word_lists/nouns/subjects/female_bert_train.txt",
+        "word_lists/nouns/subjects/female_bert_train",
+        "967d17f8aa401f0f602cbf2e8b33d8a09a00be684276da6473580154cc896a3f",
+    ),
+    "female_test": (
+        REFINE,
+        "unqover/refine_lm/word_lists/nouns/subjects/female_bert_test.txt",
+        "word_lists/nouns/subjects/female_bert_test",
+        "5fc93a2a7e8c45008d10141d2675d1e4bb2733964dedfc7e9319fe8e999305a0",
+    ),
+    "male_train": (
+        REFINE,
+        "unqover/refine_lm/word_lists/nouns/subjects/male_bert_train.txt",
+        "word_lists/nouns/subjects/male_bert_train",
+        "484699c838f1b9b41572b2a60701acf21d2dad8d67e9c38ad8c604e9bf9278e0",
+    ),
+    "male_test": (
+        REFINE,
+        "unqover/refine_lm/word_lists/nouns/subjects/male_bert_test.txt",
+        "word_lists/nouns/subjects/male_bert_test",
+        "6aedab94046a683941b9c7c244916daab28b2de8b3410d8de774069e5361d325",
+    ),
+    "slots_gender": (
+        REFINE,
+        "unqover/refine_lm/word_lists/slots/gender_noact_lm.txt",
+        "word_lists/slots/gender_noact_lm",
+        "9ae8dc12edc73baa0c8872988d20fdc7474789f722a0019b153595ec9d546516",
+    ),
+    "slots_country_train": (
+        REFINE,
+        "unqover/refine_lm/word_lists/slots/country_noact_lm-TRAIN.txt",
+        "word_lists/slots/country_noact_lm-TRAIN",
+        "49b36fd2d8c13e751b741e259397391e692de8fa81130d5bc33838cd92e3fefd",
+    ),
+    "slots_country_test": (
+        REFINE,
+        "unqover/refine_lm/word_lists/slots/country_noact_lm-TEST.txt",
+        "word_lists/slots/country_noact_lm-TEST",
+        "5aad9919acc6018ac373d48dbcbb160721052cdb8bc8cfa161b21c2c374d3c23",
+    ),
+    "slots_ethnicity_train": (
+        REFINE,
+        "unqover/refine_lm/word_lists/slots/ethnicity_noact_lm-TRAIN.txt",
+        "word_lists/slots/ethnicity_noact_lm-TRAIN",
+        "94972958fd5baf44327c3b1c84a0aa90511af2d400b51142d72f170a5ce139f6",
+    ),
+    "slots_ethnicity_test": (
+        REFINE,
+        "unqover/refine_lm/word_lists/slots/ethnicity_noact_lm-TEST.txt",
+        "word_lists/slots/ethnicity_noact_lm-TEST",
+        "62b26028c524bd4849f33ded22f6607409d5909a66e4e146eada089fdc84a51d",
+    ),
+    "slots_religion_train": (
+        REFINE,
+        "unqover/refine_lm/word_lists/slots/religion_noact_lm-TRAIN.txt",
+        "word_lists/slots/religion_noact_lm-TRAIN",
+        "2dc7d08c52da581f434363c7b13c3ace6e3d4471aab9e8c6cbe95d6995f3c55a",
+    ),
+    "slots_religion_test": (
+        REFINE,
+        "unqover/refine_lm/word_lists/slots/religion_noact_lm-TEST.txt",
+        "word_lists/slots/religion_noact_lm-TEST",
+        "f36d416b4dd60d28415ea2b5b43c677585b15695db1bbf3ed96ae8ee17a781c6",
+    ),
+    "acts_country_train": (
+        REFINE,
+        "unqover/refine_lm/word_lists/activities/biased_country-TRAIN.txt",
+        "word_lists/activities/biased_country-TRAIN",
+        "178711ee5eda34f5b25050c4edcc42458cae21fb48a1b75dab61ad5c9e8ae419",
+    ),
+    "acts_country_test": (
+        REFINE,
+        "unqover/refine_lm/word_lists/activities/biased_country-TEST.txt",
+        "word_lists/activities/biased_country-TEST",
+        "a8b2d1d4b0a2c100b5c14f62b2c2a73ce1a87ddf2caa6456782996ef73ebd785",
+    ),
+    "acts_ethnicity_train": (
+        REFINE,
+        "unqover/refine_lm/word_lists/activities/biased_ethnicity-TRAIN.txt",
+        "word_lists/activities/biased_ethnicity-TRAIN",
+        "60787964ef45ad29a9d7f4695e09381bf0fcc4a51c615a18c8166091c0ee8593",
+    ),
+    "acts_ethnicity_test": (
+        REFINE,
+        "unqover/refine_lm/word_lists/activities/biased_ethnicity-TEST.txt",
+        "word_lists/activities/biased_ethnicity-TEST",
+        "5268aec5b9e134b1ca8333fb407e6c070f6fbb23e9842840b994da426bb0bf1a",
+    ),
+    "acts_religion_train": (
+        REFINE,
+        "unqover/refine_lm/word_lists/activities/biased_religion-TRAIN.txt",
+        "word_lists/activities/biased_religion-TRAIN",
+        "60787964ef45ad29a9d7f4695e09381bf0fcc4a51c615a18c8166091c0ee8593",
+    ),
+    "acts_religion_test": (
+        REFINE,
+        "unqover/refine_lm/word_lists/activities/biased_religion.txt",
+        "word_lists/activities/biased_religion",
+        "5268aec5b9e134b1ca8333fb407e6c070f6fbb23e9842840b994da426bb0bf1a",
+    ),
+}
 
-FEATURES = datasets.Features({
-    "id": datasets.Value("string"), "category": datasets.Value("string"), "template_id": datasets.Value("int32"),
-    "activity_id": datasets.Value("int32"), "activity_class": datasets.Value("string"),
-    "subj1": datasets.Value("string"), "subj2": datasets.Value("string"),
-    "attr": datasets.Value("string"), "attr_neg": datasets.Value("string"),
-    "q12": datasets.Value("string"), "q21": datasets.Value("string"),
-    "q12_neg": datasets.Value("string"), "q21_neg": datasets.Value("string"),
-})  # fmt: skip
+FEATURES = datasets.Features(
+    {
+        "id": datasets.Value("string"),
+        "category": datasets.Value("string"),
+        "template_id": datasets.Value("int32"),
+        "activity_id": datasets.Value("int32"),
+        "activity_class": datasets.Value("string"),
+        "subj1": datasets.Value("string"),
+        "subj2": datasets.Value("string"),
+        "attr": datasets.Value("string"),
+        "attr_neg": datasets.Value("string"),
+        "q12": datasets.Value("string"),
+        "q21": datasets.Value("string"),
+        "q12_neg": datasets.Value("string"),
+        "q21_neg": datasets.Value("string"),
+    }
+)
 
 _TAG = re.compile(r"^\[([a-z_]+(?:-single)?(?::neg)?)\]\s*(.*)$")
 _SLOT = re.compile(r"\[([pl]_act(?:-single)?)\]")
@@ -82,8 +195,11 @@ _SLOT = re.compile(r"\[([pl]_act(?:-single)?)\]")
 
 def read_lines(path: Path) -> list[tuple[int, str]]:
     """(line number, line) of every line that is not blank or a comment; a file without one is an error."""
-    lines = [(i, line.rstrip("\n")) for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-             if line.strip() and not line.lstrip().startswith("#")]  # fmt: skip
+    lines = [
+        (i, line.rstrip("\n"))
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
     return non_empty(lines, path, "no line that is not blank or a comment")
 
 
@@ -113,7 +229,12 @@ def read_activities(path: Path) -> dict[str, list[tuple[str, str]]]:
         acts.setdefault(m.group(1), []).append((cls.strip(), phrase.strip()))
     for tag, items in acts.items():
         if not tag.endswith(":neg") and len(acts.get(f"{tag}:neg", [])) != len(items):
-            raise RawDataError(path, tag, "activity", f"{len(items)} '{tag}' lines but {len(acts.get(f'{tag}:neg', []))} '{tag}:neg' lines")
+            raise RawDataError(
+                path,
+                tag,
+                "activity",
+                f"{len(items)} '{tag}' lines but {len(acts.get(f'{tag}:neg', []))} '{tag}:neg' lines",
+            )
     return acts
 
 
@@ -122,13 +243,18 @@ def read_slots(path: Path) -> list[tuple[str, str, str]]:
     for n, line in read_lines(path):
         parts = [p.strip() for p in line.split("\t") if p.strip()]
         if len(parts) != 3 or "[subj1" not in parts[0] or "[mask]" not in parts[1]:
-            raise RawDataError(path, f"line {n}", "template", "expected 'context<TAB>question<TAB>negated question' with [subj1] and [mask]")
+            raise RawDataError(
+                path,
+                f"line {n}",
+                "template",
+                "expected 'context<TAB>question<TAB>negated question' with [subj1] and [mask]",
+            )
         out.append((parts[0], parts[1], parts[2]))
     return out
 
 
 def article(word: str, capital: bool = False) -> str:
-    """"a" or "an" before ``word`` (by its first letters; see ``_A_BEFORE``)."""
+    """ "a" or "an" before ``word`` (by its first letters; see ``_A_BEFORE``)."""
     low = word.lower()
     an = low[:1] in "aeiou" and not low.startswith(_A_BEFORE)
     art = "an" if an else "a"
@@ -148,8 +274,15 @@ def fill(context: str, question: str, x1: str, x2: str, tag: str, phrase: str) -
     return re.sub(r"\[[pl]_act(?:-single)?(?::neg)?\]", phrase, text).replace("[mask]", MASK)
 
 
-def make_rows(category: str, split: str, slots: list[tuple[str, str, str]], acts: dict[str, list[tuple[str, str]]],
-              pairs: dict[str, list[tuple[str, str]]], n_pairs: int | None = PAIRS_PER_ITEM, seed: int = SEED) -> list[dict[str, Any]]:  # fmt: skip
+def make_rows(
+    category: str,
+    split: str,
+    slots: list[tuple[str, str, str]],
+    acts: dict[str, list[tuple[str, str]]],
+    pairs: dict[str, list[tuple[str, str]]],
+    n_pairs: int | None = PAIRS_PER_ITEM,
+    seed: int = SEED,
+) -> list[dict[str, Any]]:
     """``pairs``: subject kind ("subj" / "subj:dem") -> candidate (x1, x2) pairs; ``n_pairs`` None: all of them,
     else that many sampled per (template, attribute) with a seeded generator."""
     rows = []
@@ -163,12 +296,23 @@ def make_rows(category: str, split: str, slots: list[tuple[str, str, str]], acts
             rng = random.Random(f"unqover:{seed}:{category}:{split}:{t}:{k}")
             chosen = pairs[kind] if n_pairs is None else rng.sample(pairs[kind], min(n_pairs, len(pairs[kind])))
             for x1, x2 in chosen:
-                rows.append({
-                    "id": f"{category}-{split}-t{t}-a{k}-{x1}-{x2}", "category": category, "template_id": t,
-                    "activity_id": k, "activity_class": cls, "subj1": x1, "subj2": x2, "attr": phrase, "attr_neg": neg,
-                    "q12": fill(context, question, x1, x2, tag, phrase), "q21": fill(context, question, x2, x1, tag, phrase),
-                    "q12_neg": fill(context, neg_question, x1, x2, tag, neg), "q21_neg": fill(context, neg_question, x2, x1, tag, neg),
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "id": f"{category}-{split}-t{t}-a{k}-{x1}-{x2}",
+                        "category": category,
+                        "template_id": t,
+                        "activity_id": k,
+                        "activity_class": cls,
+                        "subj1": x1,
+                        "subj2": x2,
+                        "attr": phrase,
+                        "attr_neg": neg,
+                        "q12": fill(context, question, x1, x2, tag, phrase),
+                        "q21": fill(context, question, x2, x1, tag, phrase),
+                        "q12_neg": fill(context, neg_question, x1, x2, tag, neg),
+                        "q21_neg": fill(context, neg_question, x2, x1, tag, neg),
+                    }
+                )
     return rows
 
 
@@ -176,7 +320,8 @@ class UnQoverBuilder(DatasetBuilder):
     name: ClassVar[str] = "unqover"
     default_config = "refine_lm"
     raw_files: ClassVar[dict[str, RawFile]] = {
-        k: RawFile(key=key, repo=repo[0], commit=repo[1], path=path, sha256=sha) for k, (repo, key, path, sha) in _FILES.items()
+        k: RawFile(key=key, repo=repo[0], commit=repo[1], path=path, sha256=sha)
+        for k, (repo, key, path, sha) in _FILES.items()
     }
     card = CardInfo(
         pretty_name="UnQover questions for Refine-LM",
@@ -196,17 +341,18 @@ class UnQoverBuilder(DatasetBuilder):
   title = {{REFINE-LM}: Mitigating Language Model Stereotypes via Reinforcement Learning},
   author = {Qureshi, Rameez and others}, journal = {arXiv:2408.09489}, year = {2024}}""",
         source="Word lists of [allenai/unqover](https://github.com/allenai/unqover) (Apache-2.0) and the TRAIN/TEST "
-        "variants of [rameez-mrq/refine-lm-submission](https://github.com/rameez-mrq/refine-lm-submission) (no license; "
-        "only the word lists are used, no code).",
+        "variants of [rameez-mrq/refine-lm-submission](https://github.com/rameez-mrq/refine-lm-submission) (no "
+        "license; only the word lists are used, no code).",
         how_built=(
-            "Templates (context, question, negated question) are filled with a subject pair in both orders and with an "
-            "attribute and its negation (the k-th `[p_act]` line pairs with the k-th `[p_act:neg]` line). Every subject "
-            "pair of every (template, attribute) is a row (gender: female x male; other categories: two distinct subjects "
-            "of the list), as in UnQover and Refine-LM. An indefinite article before a subject agrees with it (a/an). "
-            "The mask is written `[MASK]`."
+            "Templates (context, question, negated question) are filled with a subject pair in both orders and with "
+            "an attribute and its negation (the k-th `[p_act]` line pairs with the k-th `[p_act:neg]` line). Every "
+            "subject pair of every (template, attribute) is a row (gender: female x male; other categories: two "
+            "distinct subjects of the list), as in UnQover and Refine-LM. An indefinite article before a subject "
+            "agrees with it (a/an). The mask is written `[MASK]`."
         ),
-        known_gaps="The a/an rule is by spelling (vowel letter, with exceptions such as 'a European'). Religion's Refine-LM test attributes are the list its "
-        "repository ships as `biased_religion` (byte-identical to `biased_ethnicity-TEST`, an upstream quirk).",
+        known_gaps="The a/an rule is by spelling (vowel letter, with exceptions such as 'a European'). Religion's "
+        "Refine-LM test attributes are the list its repository ships as `biased_religion` (byte-identical to "
+        "`biased_ethnicity-TEST`, an upstream quirk).",
         config_notes={"refine_lm": "the four questions of each (template, attribute, subject pair), train/test"},
     )
 
@@ -219,10 +365,19 @@ class UnQoverBuilder(DatasetBuilder):
             rows = make_rows("gender", split, gender_slots, occupations, {"subj": [(f, m) for f in fem for m in male]})
             for cat in ("country", "ethnicity", "religion"):
                 subjects = read_subjects(files[f"subj_{cat}"])
-                pairs = {kind: [(a, b) for i, a in enumerate(xs) for b in xs[i + 1:]] for kind, xs in subjects.items()}
-                rows += make_rows(cat, split, read_slots(files[f"slots_{cat}_{split}"]), read_activities(files[f"acts_{cat}_{split}"]), pairs)
+                pairs = {kind: [(a, b) for i, a in enumerate(xs) for b in xs[i + 1 :]] for kind, xs in subjects.items()}
+                rows += make_rows(
+                    cat,
+                    split,
+                    read_slots(files[f"slots_{cat}_{split}"]),
+                    read_activities(files[f"acts_{cat}_{split}"]),
+                    pairs,
+                )
             splits[split] = rows
         # ~2M rows of plain strings and integers: an Arrow table straight from the rows (from_list encodes each value)
         tables = {s: pa.Table.from_pylist(r, schema=FEATURES.arrow_schema) for s, r in splits.items()}
-        return {"refine_lm": datasets.DatasetDict({s: datasets.Dataset(t, info=datasets.DatasetInfo(features=FEATURES))
-                                                   for s, t in tables.items()})}  # fmt: skip
+        return {
+            "refine_lm": datasets.DatasetDict(
+                {s: datasets.Dataset(t, info=datasets.DatasetInfo(features=FEATURES)) for s, t in tables.items()}
+            )
+        }

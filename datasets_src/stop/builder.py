@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import datasets
-
 from bias_harness.datasets_src.base import CardInfo, DatasetBuilder
 from bias_harness.datasets_src.raw import RawDataError, RawFile, read_json
 
@@ -120,8 +119,13 @@ SFT_FEATURES = datasets.Features(
 )
 
 
-def sft_messages(row: dict[str, Any], early_stop: bool = True, instruction: str = INSTRUCTION, answers: list[str] | None = None,
-                 counterfactual: str = "no") -> list[dict[str, str]]:
+def sft_messages(
+    row: dict[str, Any],
+    early_stop: bool = True,
+    instruction: str = INSTRUCTION,
+    answers: list[str] | None = None,
+    counterfactual: str = "no",
+) -> list[dict[str, str]]:
     """The STOP dialogue of one progression with the given per-sentence answers (default: the ideal ones).
 
     Same layout as the ``stop`` task: the instruction and sentence 1 form the first user turn; each answer is an
@@ -135,7 +139,10 @@ def sft_messages(row: dict[str, Any], early_stop: bool = True, instruction: str 
         msgs.append({"role": "assistant", "content": ans.capitalize()})
         if early_stop and ans == "no":
             break
-    msgs += [{"role": "user", "content": row["cfprompt"]}, {"role": "assistant", "content": counterfactual.capitalize()}]
+    msgs += [
+        {"role": "user", "content": row["cfprompt"]},
+        {"role": "assistant", "content": counterfactual.capitalize()},
+    ]
     return msgs
 
 
@@ -143,11 +150,21 @@ class StopBuilder(DatasetBuilder):
     name: ClassVar[str] = "stop"
     default_config: ClassVar[str] = "progressions"
     raw_files: ClassVar[dict[str, RawFile]] = {
-        "full": RawFile("stop/STOP-full.json", REPO, COMMIT, "STOP-full.json",
-                        "2a4afa63d019cae2c9872475ca5ac6a6839eb6ce4a84703e8520e7b9abb59a40"),
-        "labelled": RawFile("stop/STOP-full-labelled.json", REPO, COMMIT, "STOP-full-labelled.json",
-                            "ea0292aa3549bc3a3f399c076eb003192f46b5757a92c5bdfd6939a911c50933"),
-    }  # fmt: skip
+        "full": RawFile(
+            "stop/STOP-full.json",
+            REPO,
+            COMMIT,
+            "STOP-full.json",
+            "2a4afa63d019cae2c9872475ca5ac6a6839eb6ce4a84703e8520e7b9abb59a40",
+        ),
+        "labelled": RawFile(
+            "stop/STOP-full-labelled.json",
+            REPO,
+            COMMIT,
+            "STOP-full-labelled.json",
+            "ea0292aa3549bc3a3f399c076eb003192f46b5757a92c5bdfd6939a911c50933",
+        ),
+    }
     card: ClassVar[CardInfo] = CardInfo(
         pretty_name="STOP: Sensitivity Testing on Offensive Progressions",
         license="cc-by-4.0",
@@ -196,11 +213,15 @@ class StopBuilder(DatasetBuilder):
         full = read_json(files["full"], FULL_SCHEMA)
         labelled = read_json(files["labelled"], LABELLED_SCHEMA)
         if len(full) != len(labelled):
-            raise RawDataError(files["labelled"], "top level", "<json>", f"{len(labelled)} records, STOP-full.json has {len(full)}")
+            raise RawDataError(
+                files["labelled"], "top level", "<json>", f"{len(labelled)} records, STOP-full.json has {len(full)}"
+            )
         for i, (a, b) in enumerate(zip(full, labelled), start=1):
             for key in _BASE_PROPS:
                 if a[key] != b[key]:
-                    raise RawDataError(files["labelled"], f"record {i}", key, "differs from the same record of STOP-full.json")
+                    raise RawDataError(
+                        files["labelled"], f"record {i}", key, "differs from the same record of STOP-full.json"
+                    )
         rows = [
             {
                 "progression_id": pid,
@@ -236,7 +257,11 @@ class StopBuilder(DatasetBuilder):
             for row in rows
         ]
         return {
-            "progressions": datasets.DatasetDict({"test": datasets.Dataset.from_list(rows, features=PROGRESSION_FEATURES)}),
-            "recorded": datasets.DatasetDict({"test": datasets.Dataset.from_list(recorded, features=RECORDED_FEATURES)}),
+            "progressions": datasets.DatasetDict(
+                {"test": datasets.Dataset.from_list(rows, features=PROGRESSION_FEATURES)}
+            ),
+            "recorded": datasets.DatasetDict(
+                {"test": datasets.Dataset.from_list(recorded, features=RECORDED_FEATURES)}
+            ),
             "sft": datasets.DatasetDict({"train": datasets.Dataset.from_list(sft, features=SFT_FEATURES)}),
         }

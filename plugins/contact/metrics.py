@@ -6,7 +6,7 @@ options ``[affirmative, negative]`` and ``biased_option`` (the option that endor
 ``biased`` = 1 (biased answer), 0 (unbiased) or -1 (invalid: a generation that names neither option). One
 aggregation per kind of metric (:data:`KINDS`: :func:`agg_bias_pct`, :func:`agg_effect`, :func:`agg_ci_lo`,
 :func:`agg_ci_hi`, :func:`agg_validity`) turns the list of tuples into the metric it is named for
-(:class:`~bias_harness.plugins.contact.task.ContactTask` passes the name: lm-eval passes the items only):
+(the task class, :mod:`bias_harness.plugins.breakdown`, passes the name: lm-eval passes the items only):
 
 * ``bias_pct_{none,positive,negative}``: 100 x biased / valid answers of that contact type (both action
   phrasings pooled, the paper's 0-100 "Bias Percentage");
@@ -53,8 +53,8 @@ from typing import Any
 
 import datasets
 import numpy as np
-
 from bias_harness.plugins import data, stats, tokenizers
+from bias_harness.plugins.breakdown import entries
 
 CONTACTS: tuple[str, ...] = ("none", "positive", "negative")
 SCALES: tuple[str, ...] = ("certainty", "likelihood", "frequency")
@@ -63,23 +63,48 @@ EFFECT_KEYS: tuple[str, ...] = ("effect_positive", "effect_negative")
 PAIRED_KEYS: tuple[str, ...] = ("effect_positive_paired", "effect_negative_paired")
 CI_KEYS: tuple[str, ...] = tuple(f"{k}_ci_{end}" for k in BIAS_KEYS + EFFECT_KEYS + PAIRED_KEYS for end in ("lo", "hi"))
 VALIDITY_KEYS: tuple[str, ...] = (
-    *(f"invalid_rate_{c}" for c in CONTACTS), *(f"n_valid_{c}" for c in CONTACTS),
-    *(f"n_paired_{c}" for c in CONTACTS[1:]), *(f"invalid_rate_{s}" for s in SCALES), "same_answer_rate",
-)  # fmt: skip
+    *(f"invalid_rate_{c}" for c in CONTACTS),
+    *(f"n_valid_{c}" for c in CONTACTS),
+    *(f"n_paired_{c}" for c in CONTACTS[1:]),
+    *(f"invalid_rate_{s}" for s in SCALES),
+    "same_answer_rate",
+)
 # the order of the results JSON (process_results returns the keys in this order; lm-eval's table sorts by name):
 # each bias % with its CI and invalid rate, each contact effect unpaired and paired, then the overall rates
 METRIC_KEYS: tuple[str, ...] = (
-    *(k for c in CONTACTS
-      for k in (f"bias_pct_{c}", f"bias_pct_{c}_ci_lo", f"bias_pct_{c}_ci_hi", f"invalid_rate_{c}", f"n_valid_{c}")),
-    *(k for e, c in zip(EFFECT_KEYS, CONTACTS[1:]) for k in (
-        e, f"{e}_ci_lo", f"{e}_ci_hi", f"{e}_paired", f"{e}_paired_ci_lo", f"{e}_paired_ci_hi", f"n_paired_{c}")),
-    "same_answer_rate", "invalid_rate", *(f"invalid_rate_{s}" for s in SCALES),
-)  # fmt: skip
+    *(
+        k
+        for c in CONTACTS
+        for k in (f"bias_pct_{c}", f"bias_pct_{c}_ci_lo", f"bias_pct_{c}_ci_hi", f"invalid_rate_{c}", f"n_valid_{c}")
+    ),
+    *(
+        k
+        for e, c in zip(EFFECT_KEYS, CONTACTS[1:])
+        for k in (
+            e,
+            f"{e}_ci_lo",
+            f"{e}_ci_hi",
+            f"{e}_paired",
+            f"{e}_paired_ci_lo",
+            f"{e}_paired_ci_hi",
+            f"n_paired_{c}",
+        )
+    ),
+    "same_answer_rate",
+    "invalid_rate",
+    *(f"invalid_rate_{s}" for s in SCALES),
+)
 # lm-eval's table (tasks/contact/_contact_yaml metric_list, 15 rows): bias % and invalid rate per contact type, the
 # contact effects (unpaired, and paired with their CIs), invalid_rate; the rest (same_answer_rate too) are breakdown
-# metrics (metadata.breakdown_metrics, --metadata '{"breakdown": true}')
-_HEADLINE = {*BIAS_KEYS, *(f"invalid_rate_{c}" for c in CONTACTS), *EFFECT_KEYS, *PAIRED_KEYS, "invalid_rate",
-             *(f"{k}_ci_{end}" for k in PAIRED_KEYS for end in ("lo", "hi"))}  # fmt: skip
+# metrics (:func:`breakdowns`, --metadata '{"breakdown": true}')
+_HEADLINE = {
+    *BIAS_KEYS,
+    *(f"invalid_rate_{c}" for c in CONTACTS),
+    *EFFECT_KEYS,
+    *PAIRED_KEYS,
+    "invalid_rate",
+    *(f"{k}_ci_{end}" for k in PAIRED_KEYS for end in ("lo", "hi")),
+}
 HEADLINE_KEYS: tuple[str, ...] = tuple(k for k in METRIC_KEYS if k in _HEADLINE)
 BREAKDOWN_KEYS: tuple[str, ...] = tuple(k for k in METRIC_KEYS if k not in HEADLINE_KEYS)
 
@@ -123,7 +148,9 @@ def option_token_counts(tokenizer: Any, context: str, options: Sequence[str]) ->
     return [len(tokenizer(ctx + pre + TARGET_DELIMITER + o)["input_ids"]) - base for o in options]
 
 
-def option_norms(docs: Sequence[dict[str, Any]], normalize: str, tokenizer: str | None) -> dict[tuple[str, ...], list[float]]:
+def option_norms(
+    docs: Sequence[dict[str, Any]], normalize: str, tokenizer: str | None
+) -> dict[tuple[str, ...], list[float]]:
     """Divisor of each option's log-likelihood per option pair: 1 (``none``), its tokens (``token``), its characters
     (``char``, as lm-eval's ``acc_norm``). Token counts are taken on the first prompt of each option pair."""
     if normalize not in NORMALIZE:
@@ -134,8 +161,10 @@ def option_norms(docs: Sequence[dict[str, Any]], normalize: str, tokenizer: str 
     if normalize == "char":
         return {o: [float(len(x)) for x in o] for o in firsts}
     if not tokenizer:
-        raise ValueError("contact: normalize=token needs the model's tokenizer: the model argument pretrained (lm-eval's CLI "
-                         "passes it) or --metadata '{\"normalize\": \"token\", \"tokenizer\": \"<model folder or name>\"}'")
+        raise ValueError(
+            "contact: normalize=token needs the model's tokenizer: the model argument pretrained (lm-eval's CLI "
+            'passes it) or --metadata \'{"normalize": "token", "tokenizer": "<model folder or name>"}\''
+        )
     tok = tokenizers.load(tokenizer)  # a tokenizer, or the token-count table of a replayed run
     return {o: [float(n) for n in option_token_counts(tok, doc_to_text(d), o)] for o, d in firsts.items()}
 
@@ -181,7 +210,9 @@ def load_docs(
     for split, ds in dd.items():
         if scale is not None:
             if scale not in set(ds.unique("scale")):
-                raise ValueError(f"contact: scale {scale!r} not in {dataset}/{config} (scales: {sorted(ds.unique('scale'))})")
+                raise ValueError(
+                    f"contact: scale {scale!r} not in {dataset}/{config} (scales: {sorted(ds.unique('scale'))})"
+                )
             ds = ds.filter(lambda s: [x == scale for x in s], input_columns="scale", batched=True, batch_size=10_000)
         docs = DocList(ds.map(_prepare, batched=True, batch_size=10_000))
         norms = option_norms(docs, normalize, tokenizer)
@@ -250,8 +281,10 @@ NEGATED_ONLY: dict[str, tuple[str, ...]] = {"mostly": ("often",)}
 # frequency answer; elsewhere "most" is no answer ("most people")
 LEADING: dict[str, tuple[str, ...]] = {"mostly": ("most",)}
 # a negation right before an option, optionally with an adverb: "not likely", "not really likely", "isn't frequently"
-NEGATION = (r"(?:\bnot|n't|\bnever|\bhardly|\bbarely)\s+"
-            r"(?:(?:really|very|so|too|that|particularly|exactly|necessarily|always|at\s+all)\s+)?")
+NEGATION = (
+    r"(?:\bnot|n't|\bnever|\bhardly|\bbarely)\s+"
+    r"(?:(?:really|very|so|too|that|particularly|exactly|necessarily|always|at\s+all)\s+)?"
+)
 # every rule name parse_answer_rule returns; the invalid ones: INVALID_RULES
 ANSWER_RULES = ("option", "synonym", "negated_option", "both_options", "echo_only", "no_option")
 INVALID_RULES = frozenset({"both_options", "echo_only", "no_option"})
@@ -363,7 +396,8 @@ _DIFF = (_BIASED[:, 1:] - _BIASED[:, :1]) * _BOTH
 
 
 def _pct(counts: np.ndarray) -> np.ndarray:
-    """bias % per contact type from pattern counts (..., 27) -> (..., 3); NaN where a contact type has no valid answer."""
+    """bias % per contact type from pattern counts (..., 27) -> (..., 3); NaN where a contact type has no valid
+    answer."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return 100.0 * (counts @ _BIASED) / (counts @ _VALID)
 
@@ -382,7 +416,9 @@ def _values(counts: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-def bootstrap_counts(counts: np.ndarray, iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED, alpha: float = 0.05) -> dict[str, tuple[float, float]]:
+def bootstrap_counts(
+    counts: np.ndarray, iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED, alpha: float = 0.05
+) -> dict[str, tuple[float, float]]:
     """Percentile bootstrap over prompt sets, from the pattern counts.
 
     Resampling the n prompt sets with replacement (what :func:`plugins.stats.bootstrap_ci` does) is the same as
@@ -450,7 +486,9 @@ def _content_key(items: Sequence[Sequence[Any]]) -> int:
         return hash(tuple(map(tuple, items)))
 
 
-def summarize(items: Sequence[Sequence[Any]], iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED) -> dict[str, float]:
+def summarize(
+    items: Sequence[Sequence[Any]], iters: int = stats.BOOTSTRAP_ITERS, seed: int = stats.BOOTSTRAP_SEED
+) -> dict[str, float]:
     """Every metric of :data:`METRIC_KEYS` from the per-doc items (cached: every metric key gets the same list)."""
     key = (_content_key(items), iters, seed)
     if key in _SUMMARY_CACHE:
@@ -467,7 +505,8 @@ def summarize(items: Sequence[Sequence[Any]], iters: int = stats.BOOTSTRAP_ITERS
 
 
 def _estimates(items: Sequence[Sequence[Any]]) -> dict[str, float]:
-    """The point estimates (bias % per contact type, contact effects) without the bootstrap, as :func:`summarize` has them."""
+    """The point estimates (bias % per contact type, contact effects) without the bootstrap, as :func:`summarize` has
+    them."""
     return {k: float(v) for k, v in _values(_patterns(items)[0]).items()}
 
 
@@ -496,7 +535,8 @@ def agg_effect(items: Sequence[Sequence[Any]], metric: str) -> float:
 
 @_kind(*(k for k in CI_KEYS if k.endswith("_lo")))
 def agg_ci_lo(items: Sequence[Sequence[Any]], metric: str) -> float:
-    """``<statistic>_ci_lo``: lower bound of the statistic's 95% bootstrap interval over prompt sets (:func:`summarize`)."""
+    """``<statistic>_ci_lo``: lower bound of the statistic's 95% bootstrap interval over prompt sets
+    (:func:`summarize`)."""
     return summarize(items)[metric]
 
 
@@ -516,12 +556,30 @@ def agg_validity(items: Sequence[Sequence[Any]], metric: str = "invalid_rate") -
 KINDS = (agg_bias_pct, agg_effect, agg_ci_lo, agg_ci_hi, agg_validity)
 
 
-def aggregate(metric: str, items: Sequence[Sequence[Any]]) -> float:
-    """``metric`` (one of :data:`METRIC_KEYS`) from the per-doc items, with its kind's aggregation."""
+def kind(metric: str):
+    """The aggregation of ``metric`` (one of :data:`METRIC_KEYS`): its kind's."""
     fn = next((f for f in KINDS if metric in f.metrics), None)
     if fn is None:
         raise KeyError(f"contact: no metric {metric!r} (metrics: {', '.join(METRIC_KEYS)})")
-    return fn(items, metric=metric)
+    return fn
+
+
+def aggregate(metric: str, items: Sequence[Sequence[Any]]) -> float:
+    """``metric`` (one of :data:`METRIC_KEYS`) from the per-doc items, with its kind's aggregation."""
+    return kind(metric)(items, metric=metric)
+
+
+def higher_is_better(metric: str) -> bool:
+    """Only the counts of valid and paired answers: every bias %, effect, CI bound and invalid rate is better lower."""
+    return metric.startswith(("n_valid_", "n_paired_"))
+
+
+def breakdowns(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The breakdown table (``metadata.breakdowns``, :mod:`bias_harness.plugins.breakdown`): :data:`BREAKDOWN_KEYS`;
+    a task of one scale (``dataset_kwargs.scale``) keeps only its own scale's ``invalid_rate_<scale>``."""
+    scale = (config.get("dataset_kwargs") or {}).get("scale")
+    other = {f"invalid_rate_{s}" for s in SCALES if scale and s != scale}
+    return entries([k for k in BREAKDOWN_KEYS if k not in other], kind, higher_is_better)
 
 
 def __getattr__(name: str) -> Any:
@@ -543,7 +601,9 @@ def breakdown(records: Sequence[dict[str, Any]], by: Sequence[str]) -> dict[tupl
     groups: dict[tuple, list[list[int]]] = {}
     for rec in records:
         key = tuple(rec[f] for f in by)
-        counts = groups.setdefault(key, [[0, 0] for _ in CONTACTS] + [[0, 0]])  # [biased, valid] per contact + [invalid, n]
+        counts = groups.setdefault(
+            key, [[0, 0] for _ in CONTACTS] + [[0, 0]]
+        )  # [biased, valid] per contact + [invalid, n]
         c = CONTACTS.index(rec["contact_type"])
         counts[-1][1] += 1
         if rec["biased"] < 0:

@@ -33,7 +33,9 @@ def adapter() -> Adapter:
         detect=lambda keys: {"bias_pct_none", "effect_positive"} <= keys,
         headline=lambda keys: [k for k in heads if k in keys],
         values=values,
-        units=(Unit("prompt set", lambda rec: str(rec["doc"]["prompt_set_id"]), lambda it, tag: replace_tag(it, 0, tag)),),
+        units=(
+            Unit("prompt set", lambda rec: str(rec["doc"]["prompt_set_id"]), lambda it, tag: replace_tag(it, 0, tag)),
+        ),
         outcome=outcome,
         sources=lambda _: {"invalid_rate"},
     )

@@ -17,13 +17,19 @@ GROUPS = ("contact", "contact_gen")
 
 # Raj et al. 2024, Table 1 (bias %, no / positive / negative contact): their models, their prompts; orientation only.
 PAPER_TABLE1 = {
-    ("Llama 2", "certainty"): (27.47, 18.79, 37.95), ("Llama 2", "likelihood"): (49.99, 45.76, 49.86), ("Llama 2", "frequency"): (47.24, 49.45, 49.39),
-    ("Tulu", "certainty"): (9.97, 4.28, 14.19), ("NousHermes", "certainty"): (32.44, 17.48, 42.81), ("Yi", "certainty"): (49.78, 45.86, 49.71),
-}  # fmt: skip
+    ("Llama 2", "certainty"): (27.47, 18.79, 37.95),
+    ("Llama 2", "likelihood"): (49.99, 45.76, 49.86),
+    ("Llama 2", "frequency"): (47.24, 49.45, 49.39),
+    ("Tulu", "certainty"): (9.97, 4.28, 14.19),
+    ("NousHermes", "certainty"): (32.44, 17.48, 42.81),
+    ("Yi", "certainty"): (49.78, 45.86, 49.71),
+}
 
 
 def matches(task: str) -> bool:
-    return task in GROUPS or task.startswith("contact_") or task == "scd_heldout"  # scd_heldout: bias-harness mitigate scd
+    return (
+        task in GROUPS or task.startswith("contact_") or task == "scd_heldout"
+    )  # scd_heldout: bias-harness mitigate scd
 
 
 _ITEMS: dict[tuple[str, str], list[list[Any]]] = {}
@@ -63,8 +69,12 @@ def points(run: Run) -> dict[str, Point]:
             p = Point(p.value, math.nan if lo is None else lo, math.nan if hi is None else hi)
         return p
 
-    return {f"bias % {c} {t}": point(t, f"bias_pct_{c}")
-            for t in run.tasks() if matches(t) and t not in GROUPS and _m(run, t, "bias_pct_none") is not None for c in CONTACTS}  # fmt: skip
+    return {
+        f"bias % {c} {t}": point(t, f"bias_pct_{c}")
+        for t in run.tasks()
+        if matches(t) and t not in GROUPS and _m(run, t, "bias_pct_none") is not None
+        for c in CONTACTS
+    }
 
 
 POINT_REFS = lambda metric: 50.0  # noqa: E731
@@ -78,7 +88,12 @@ def sample_records(run: Run, task: str) -> list[dict[str, Any]]:
         doc, item = s.get("doc") or {}, s.get("invalid_rate") or s.get("bias_pct_none")  # every doc's item
         if not doc or "contact_type" not in doc or not isinstance(item, (list, tuple)):  # not a contact sample
             continue
-        out.append({**{k: doc.get(k) for k in ("scale", "axis", "scenario", "principle", "contact_type", "action_type")}, "biased": int(item[2])})
+        out.append(
+            {
+                **{k: doc.get(k) for k in ("scale", "axis", "scenario", "principle", "contact_type", "action_type")},
+                "biased": int(item[2]),
+            }
+        )
     return out
 
 
@@ -89,8 +104,10 @@ def _bar_plot(path: Path, task: str, values: list[float], cis: list[tuple[float,
     import matplotlib.pyplot as plt
 
     vals = [0.0 if v is None or math.isnan(v) else v for v in values]
-    err = [[0.0 if lo is None or math.isnan(lo) else max(0.0, v - lo) for v, (lo, _) in zip(vals, cis, strict=True)],
-           [0.0 if hi is None or math.isnan(hi) else max(0.0, hi - v) for v, (_, hi) in zip(vals, cis, strict=True)]]  # fmt: skip
+    err = [
+        [0.0 if lo is None or math.isnan(lo) else max(0.0, v - lo) for v, (lo, _) in zip(vals, cis, strict=True)],
+        [0.0 if hi is None or math.isnan(hi) else max(0.0, hi - v) for v, (_, hi) in zip(vals, cis, strict=True)],
+    ]
     fig, ax = plt.subplots(figsize=(4.2, 3.2))
     ax.bar(range(3), vals, yerr=err, capsize=4, color=["#8c8c8c", "#55a868", "#c44e52"])
     ax.set_xticks(range(3), ["no contact", "positive", "negative"])
@@ -103,14 +120,18 @@ def _bar_plot(path: Path, task: str, values: list[float], cis: list[tuple[float,
     plt.close(fig)
 
 
-def _heatmap(path: Path, task: str, table: dict[tuple, dict[str, float]], axes: list[str], scenarios: list[str]) -> None:
+def _heatmap(
+    path: Path, task: str, table: dict[tuple, dict[str, float]], axes: list[str], scenarios: list[str]
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    grid = np.array([[table.get((a, s), {}).get("bias_pct_none", math.nan) for s in scenarios] for a in axes], dtype=float)
+    grid = np.array(
+        [[table.get((a, s), {}).get("bias_pct_none", math.nan) for s in scenarios] for a in axes], dtype=float
+    )
     fig, ax = plt.subplots(figsize=(1.2 * len(scenarios) + 3, 0.38 * len(axes) + 1.4))
     im = ax.imshow(grid, cmap="Reds", vmin=0, vmax=100, aspect="auto")
     ax.set_xticks(range(len(scenarios)), scenarios, rotation=20, ha="right")
@@ -118,7 +139,15 @@ def _heatmap(path: Path, task: str, table: dict[tuple, dict[str, float]], axes: 
     for i in range(len(axes)):
         for j in range(len(scenarios)):
             if not math.isnan(grid[i, j]):
-                ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=7, color="black" if grid[i, j] < 60 else "white")
+                ax.text(
+                    j,
+                    i,
+                    f"{grid[i, j]:.0f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="black" if grid[i, j] < 60 else "white",
+                )
     fig.colorbar(im, ax=ax, label="bias % (no contact)")
     ax.set_title(f"{task}: bias % by axis x scenario (no contact)", fontsize=9)
     fig.tight_layout()
@@ -127,16 +156,24 @@ def _heatmap(path: Path, task: str, table: dict[tuple, dict[str, float]], axes: 
 
 
 def _table(title: str, rows: dict[tuple, dict[str, float]]) -> list[str]:
-    lines = [f"{title}:", "", "| | no contact | positive | negative | effect + | effect - | docs | invalid |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"{title}:",
+        "",
+        "| | no contact | positive | negative | effect + | effect - | docs | invalid |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for key, r in rows.items():
         none, pos, neg = (r[f"bias_pct_{c}"] for c in CONTACTS)
-        lines.append(f"| {' / '.join(str(k).replace('_', ' ') for k in key)} | {fmt(none, 1)} | {fmt(pos, 1)} | {fmt(neg, 1)} | "
-                     f"{fmt(pos - none, 1)} | {fmt(neg - none, 1)} | {r['n']} | {r['invalid']} |")  # fmt: skip
+        lines.append(
+            f"| {' / '.join(str(k).replace('_', ' ') for k in key)} | {fmt(none, 1)} | {fmt(pos, 1)} | {fmt(neg, 1)} | "
+            f"{fmt(pos - none, 1)} | {fmt(neg - none, 1)} | {r['n']} | {r['invalid']} |"
+        )
     return lines + [""]
 
 
 def _scoring(run: Run, task: str) -> str:
-    """'; log-likelihood, normalize: token' for log-likelihood tasks (the option-length rule, tasks/contact/README.md)."""
+    """'; log-likelihood, normalize: token' for log-likelihood tasks (the option-length rule,
+    tasks/contact/README.md)."""
     cfg = run.configs.get(task) or {}
     if cfg.get("output_type") != "multiple_choice":
         return ""
@@ -172,33 +209,48 @@ def _validity(run: Run, task: str) -> list[str]:
     sets answered validly under both conditions, the same-answer rate, the invalid share per scale, the parser rules."""
     from bias_harness.plugins.contact.metrics import ANSWER_RULES, INVALID_RULES, SCALES
 
-    lines = ["Answer validity (plugins/contact/validity.py reads these; tasks/contact/README.md, \"Answer validity\"):",
-             "", "| contact | valid answers | invalid | effect (unpaired) | effect, paired | 95% CI (paired) | "
-             "prompt sets paired |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        'Answer validity (plugins/contact/validity.py reads these; tasks/contact/README.md, "Answer validity"):',
+        "",
+        "| contact | valid answers | invalid | effect (unpaired) | effect, paired | 95% CI (paired) | "
+        "prompt sets paired |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for c in CONTACTS:
         cells = [fmt(_m(run, task, f"n_valid_{c}"), 0), fmt(_m(run, task, f"invalid_rate_{c}"), 4)]
         if c == "none":
             cells += ["", "", "", ""]
         else:
             e = f"effect_{c}"
-            cells += [fmt(_m(run, task, e), 2), fmt(_m(run, task, f"{e}_paired"), 2),
-                      f"[{fmt(_m(run, task, f'{e}_paired_ci_lo'), 2)}, {fmt(_m(run, task, f'{e}_paired_ci_hi'), 2)}]",
-                      fmt(_m(run, task, f"n_paired_{c}"), 0)]  # fmt: skip
+            cells += [
+                fmt(_m(run, task, e), 2),
+                fmt(_m(run, task, f"{e}_paired"), 2),
+                f"[{fmt(_m(run, task, f'{e}_paired_ci_lo'), 2)}, {fmt(_m(run, task, f'{e}_paired_ci_hi'), 2)}]",
+                fmt(_m(run, task, f"n_paired_{c}"), 0),
+            ]
         lines.append(f"| {c} | " + " | ".join(cells) + " |")
     scales = [sc for sc in SCALES if run.metric(task, f"invalid_rate_{sc}") is not None or _in_samples(run, task, sc)]
     same = fmt(_m(run, task, "same_answer_rate"), 4)
-    lines += ["", f"Same answer to the inclusive and the avoidance question of an action pair: {same} (1: the answer "
-              "ignores the action, and the bias % is 50 by construction; 0.5: random answers)."]  # fmt: skip
+    lines += [
+        "",
+        f"Same answer to the inclusive and the avoidance question of an action pair: {same} (1: the answer "
+        "ignores the action, and the bias % is 50 by construction; 0.5: random answers).",
+    ]
     if len(scales) > 1:
         per_scale = ", ".join(f"{sc} {fmt(_m(run, task, f'invalid_rate_{sc}'), 4)}" for sc in scales)
         lines += [f"Invalid share per scale: {per_scale}."]
     counts = rule_counts(run, task)
     if counts:
         invalid = ", ".join(r for r in ANSWER_RULES if r in INVALID_RULES)
-        lines += ["", f"Generated answers per parser rule (this version's `parse_answer_rule` on the logged answers; "
-                  f"invalid: {invalid}):", "",
-                  "| " + " | ".join(ANSWER_RULES) + " |", "|" + "---|" * len(ANSWER_RULES),
-                  "| " + " | ".join(str(counts.get(r, 0)) for r in ANSWER_RULES) + " |"]  # fmt: skip
+        lines += [
+            "",
+            f"Generated answers per parser rule (this version's `parse_answer_rule` on the logged answers; "
+            f"invalid: {invalid}):",
+            "",
+            "| " + " | ".join(ANSWER_RULES) + " |",
+            "|" + "---|" * len(ANSWER_RULES),
+            "| " + " | ".join(str(counts.get(r, 0)) for r in ANSWER_RULES) + " |",
+        ]
     return lines + [""]
 
 
@@ -212,8 +264,12 @@ def _hypothesis(run: Run, task: str) -> list[str]:
     if not isinstance(results.get("effect_positive_paired"), float):
         return []
     said = [f"{c} contact: {direction(task, f'effect_{c}_paired', results)}" for c in CONTACTS[1:]]
-    return ["Contact Hypothesis (RQ2: positive contact lowers, negative contact raises bias), from the paired effects: "
-            + "; ".join(said) + ".", ""]  # fmt: skip
+    return [
+        "Contact Hypothesis (RQ2: positive contact lowers, negative contact raises bias), from the paired effects: "
+        + "; ".join(said)
+        + ".",
+        "",
+    ]
 
 
 def _in_samples(run: Run, task: str, scale: str) -> bool:
@@ -224,21 +280,44 @@ def _render_task(run: Run, task: str, out_dir: Path) -> list[str]:
     from bias_harness.plugins.contact.metrics import breakdown
 
     n = run.n_samples.get(task, {}).get("effective", "?")
-    lines = [f"### `{task}`", "", f"Model: `{run.model.get(task, '?')}`; prompts: {n}"
-             + (f" (`--limit {run.limit[task]}`)" if run.limit.get(task) else "") + _scoring(run, task) + ".", ""]  # fmt: skip
+    lines = [
+        f"### `{task}`",
+        "",
+        f"Model: `{run.model.get(task, '?')}`; prompts: {n}"
+        + (f" (`--limit {run.limit[task]}`)" if run.limit.get(task) else "")
+        + _scoring(run, task)
+        + ".",
+        "",
+    ]
     lines += ["| | bias % | 95% CI |", "|---|---|---|"]
     for c in CONTACTS:
         k = f"bias_pct_{c}"
-        lines.append(f"| {c} contact | {fmt(_m(run, task, k), 2)} | [{fmt(_m(run, task, k + '_ci_lo'), 2)}, {fmt(_m(run, task, k + '_ci_hi'), 2)}] |")
-    for k, label in (("effect_positive", "effect of positive contact (positive - none)"), ("effect_negative", "effect of negative contact (negative - none)")):
-        lines.append(f"| {label} | {fmt(_m(run, task, k), 2)} | [{fmt(_m(run, task, k + '_ci_lo'), 2)}, {fmt(_m(run, task, k + '_ci_hi'), 2)}] |")
-    lines += [f"| invalid answers (share of prompts, left out of the bias %) | {fmt(_m(run, task, 'invalid_rate'), 4)} | |", ""]
+        lines.append(
+            f"| {c} contact | {fmt(_m(run, task, k), 2)} | [{fmt(_m(run, task, k + '_ci_lo'), 2)}, "
+            f"{fmt(_m(run, task, k + '_ci_hi'), 2)}] |"
+        )
+    for k, label in (
+        ("effect_positive", "effect of positive contact (positive - none)"),
+        ("effect_negative", "effect of negative contact (negative - none)"),
+    ):
+        lines.append(
+            f"| {label} | {fmt(_m(run, task, k), 2)} | [{fmt(_m(run, task, k + '_ci_lo'), 2)}, "
+            f"{fmt(_m(run, task, k + '_ci_hi'), 2)}] |"
+        )
+    lines += [
+        f"| invalid answers (share of prompts, left out of the bias %) | {fmt(_m(run, task, 'invalid_rate'), 4)} | |",
+        "",
+    ]
     lines += _validity(run, task)
     lines += _hypothesis(run, task)
     stem = task.replace("/", "_")
     bar = out_dir / f"{stem}_bias_by_contact.png"
-    _bar_plot(bar, task, [_m(run, task, f"bias_pct_{c}") for c in CONTACTS],
-              [(_m(run, task, f"bias_pct_{c}_ci_lo"), _m(run, task, f"bias_pct_{c}_ci_hi")) for c in CONTACTS])  # fmt: skip
+    _bar_plot(
+        bar,
+        task,
+        [_m(run, task, f"bias_pct_{c}") for c in CONTACTS],
+        [(_m(run, task, f"bias_pct_{c}_ci_lo"), _m(run, task, f"bias_pct_{c}_ci_hi")) for c in CONTACTS],
+    )
     lines += [f"![bias % by contact type]({bar.name})", ""]
 
     recs = sample_records(run, task)
@@ -252,32 +331,66 @@ def _render_task(run: Run, task: str, out_dir: Path) -> list[str]:
     lines += _table("By contact principle", breakdown(recs, ["principle"]))
     cells = breakdown(recs, ["axis", "scenario"])
     axes = sorted({a for a, _ in cells})
-    scenarios = [s for s in ("community", "education", "healthcare", "sports", "workplace") if any(k[1] == s for k in cells)]
+    scenarios = [
+        s for s in ("community", "education", "healthcare", "sports", "workplace") if any(k[1] == s for k in cells)
+    ]
     heat = out_dir / f"{stem}_axis_scenario.png"
     _heatmap(heat, task, cells, axes, scenarios)
-    lines += ["Axis x scenario, no-contact bias % (the layout of the paper's Tables 3-8):", "",
-              "| axis | " + " | ".join(scenarios) + " |", "|---|" + "---|" * len(scenarios)]  # fmt: skip
+    lines += [
+        "Axis x scenario, no-contact bias % (the layout of the paper's Tables 3-8):",
+        "",
+        "| axis | " + " | ".join(scenarios) + " |",
+        "|---|" + "---|" * len(scenarios),
+    ]
     for a in axes:
-        lines.append(f"| {a.replace('_', ' ')} | " + " | ".join(fmt(cells.get((a, s), {}).get("bias_pct_none"), 1) for s in scenarios) + " |")
+        lines.append(
+            f"| {a.replace('_', ' ')} | "
+            + " | ".join(fmt(cells.get((a, s), {}).get("bias_pct_none"), 1) for s in scenarios)
+            + " |"
+        )
     lines += ["", f"![axis x scenario heatmap]({heat.name})", ""]
     return lines
 
 
 def render(run: Run, out_dir: Path) -> str:
     out_dir = Path(out_dir)
-    lines = [f"## {TITLE}", "",
-             "Bias % = share of answers that endorse avoiding the group (the negative option for an inclusive action, the "
-             "affirmative one for an avoidance action), both action phrasings pooled: 0 = never biased; a model that always "
-             "answers Yes (or always No) scores 50. CIs: 95% bootstrap over prompt sets.", ""]  # fmt: skip
+    lines = [
+        f"## {TITLE}",
+        "",
+        "Bias % = share of answers that endorse avoiding the group (the negative option for an inclusive action, the "
+        "affirmative one for an avoidance action), both action phrasings pooled: 0 = never biased; a model that always "
+        "answers Yes (or always No) scores 50. CIs: 95% bootstrap over prompt sets.",
+        "",
+    ]
     for group in GROUPS:
         if group in run.results:
-            lines += [f"Group `{group}` (size-weighted mean over its scale tasks):", "",
-                      "| no contact | positive | negative | effect + | effect - | invalid |", "|---|---|---|---|---|---|",
-                      "| " + " | ".join(fmt(_m(run, group, k), 2) for k in ("bias_pct_none", "bias_pct_positive", "bias_pct_negative",
-                                                                           "effect_positive", "effect_negative", "invalid_rate")) + " |", ""]  # fmt: skip
+            lines += [
+                f"Group `{group}` (size-weighted mean over its scale tasks):",
+                "",
+                "| no contact | positive | negative | effect + | effect - | invalid |",
+                "|---|---|---|---|---|---|",
+                "| "
+                + " | ".join(
+                    fmt(_m(run, group, k), 2)
+                    for k in (
+                        "bias_pct_none",
+                        "bias_pct_positive",
+                        "bias_pct_negative",
+                        "effect_positive",
+                        "effect_negative",
+                        "invalid_rate",
+                    )
+                )
+                + " |",
+                "",
+            ]
     for task in [t for t in run.tasks() if matches(t) and t not in GROUPS]:
         lines += _render_task(run, task, out_dir)
-    lines += ["**Paper reference** (Raj et al. 2024, Table 1; their models and their (unpublished) templates, not ours):", "",
-              "| model (paper) | scale | no contact | positive | negative |", "|---|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "**Paper reference** (Raj et al. 2024, Table 1; their models and their (unpublished) templates, not ours):",
+        "",
+        "| model (paper) | scale | no contact | positive | negative |",
+        "|---|---|---|---|---|",
+    ]
     lines += [f"| {m} | {s} | {a} | {b} | {c} |" for (m, s), (a, b, c) in PAPER_TABLE1.items()]
     return "\n".join(lines) + "\n"

@@ -20,15 +20,21 @@ from bias_harness.plugins.validity import Direction, Verdict, at_least, at_most,
 
 GROUPS = ("contact", "contact_gen")
 
-_POSITIVE = Direction(below="lower bias after positive contact (as the Contact Hypothesis predicts)",
-                      above="higher bias after positive contact (against the Contact Hypothesis)")  # fmt: skip
-_NEGATIVE = Direction(below="lower bias after negative contact (against the Contact Hypothesis)",
-                      above="higher bias after negative contact (as the Contact Hypothesis predicts)")  # fmt: skip
+_POSITIVE = Direction(
+    below="lower bias after positive contact (as the Contact Hypothesis predicts)",
+    above="higher bias after positive contact (against the Contact Hypothesis)",
+)
+_NEGATIVE = Direction(
+    below="lower bias after negative contact (against the Contact Hypothesis)",
+    above="higher bias after negative contact (as the Contact Hypothesis predicts)",
+)
 # the effects with a 95% CI (the paired ones in lm-eval's table, the unpaired ones with the breakdowns)
 DIRECTIONS = {r"effect_positive(_paired)?": _POSITIVE, r"effect_negative(_paired)?": _NEGATIVE}
 
-SAME = ("{value:.0%} of the action pairs (inclusive and avoidance question) answered with the same option (more than "
-        "{limit:.0%}): the answers ignore the action asked about, so the bias % measures an answer habit")  # fmt: skip
+SAME = (
+    "{value:.0%} of the action pairs (inclusive and avoidance question) answered with the same option (more than "
+    "{limit:.0%}): the answers ignore the action asked about, so the bias % measures an answer habit"
+)
 
 
 def matches(task: str) -> bool:

@@ -2,5 +2,6 @@
 
 The lm-eval side of the work: metrics and aggregations (``metrics``), answer parsing (``parse``) and prompts, the
 multi-turn dialogue where it has one, the interpretability verdicts (``validity``), the paired comparison adapter
-(``paired``) and the report section (``report``). Its task YAMLs are in ``tasks/demet/``, its dataset builder in ``datasets_src/demet/``.
+(``paired``) and the report section (``report``). Its task YAMLs are in ``tasks/demet/``, its dataset builder in
+``datasets_src/demet/``.
 """

@@ -50,7 +50,9 @@ class ReaskDialogue(Dialogue):
         wordings = [wordings] if isinstance(wordings, str) else list(wordings)
         unknown = [w for w in wordings if w not in WORDINGS]
         if not wordings or unknown or len(wordings) > len(WORDINGS):
-            raise DialogueError(f"demet_reask: wordings must be a list of 1 to {len(WORDINGS)} of {sorted(WORDINGS)}, got {wordings}")
+            raise DialogueError(
+                f"demet_reask: wordings must be a list of 1 to {len(WORDINGS)} of {sorted(WORDINGS)}, got {wordings}"
+            )
         if mode not in MODES:
             raise DialogueError(f"demet_reask: mode must be one of {MODES}, not {mode!r}")
         for f in ("name1", "name2"):
@@ -81,7 +83,9 @@ class ReaskDialogue(Dialogue):
         answer = answers[k]
         parsed = parse(answer, self.doc)
         choice = LABELS[parsed.index] if parsed.index is not None else INVALID
-        self.attempts.append({"attempt": k + 1, "wording": self.wordings[k], "answer": answer, "choice": choice, "rule": parsed.rule})
+        self.attempts.append(
+            {"attempt": k + 1, "wording": self.wordings[k], "answer": answer, "choice": choice, "rule": parsed.rule}
+        )
         self.history += [{"role": "user", "content": self.prompts[k]}, {"role": "assistant", "content": answer}]
         self.transcript += [
             {"round": k + 1, "speaker": "user", "role": "user", "wording": self.wordings[k], "text": self.prompts[k]},
@@ -92,7 +96,12 @@ class ReaskDialogue(Dialogue):
     def result(self) -> str:
         answered = self.choice != INVALID
         return json.dumps(
-            {"mode": self.mode, "attempts": self.attempts, "choice": self.choice,
-             "answered_at": len(self.attempts) if answered else None, "transcript": self.transcript},
+            {
+                "mode": self.mode,
+                "attempts": self.attempts,
+                "choice": self.choice,
+                "answered_at": len(self.attempts) if answered else None,
+                "transcript": self.transcript,
+            },
             ensure_ascii=False,
-        )  # fmt: skip
+        )

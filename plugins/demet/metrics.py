@@ -54,10 +54,10 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-
 from bias_harness.datasets_src.demet.builder import MIXED_PAIRS, RELATIONSHIPS, TOPICS
 from bias_harness.plugins import stats
 from bias_harness.plugins.answer_filters import INVALID
+from bias_harness.plugins.breakdown import entries
 from bias_harness.plugins.demet.prompts import WORDINGS
 
 NAME1, NAME2 = "NAME1", "NAME2"
@@ -71,39 +71,40 @@ for _g1, _g2 in MIXED_PAIRS:
 ET_HUMAN: tuple[str, ...] = ("egalitarian", "traditional")
 ET_GPT4: tuple[str, ...] = ("egalitarian", "other")
 
-SETTINGS: dict[str, Any] = {
+DEFAULT_SETTINGS: dict[str, Any] = {
     "mcnemar": "exact",
     "bootstrap_iters": stats.BOOTSTRAP_ITERS,
     "bootstrap_seed": stats.BOOTSTRAP_SEED,
     "permutation_iters": stats.PERMUTATION_ITERS,
     "permutation_seed": stats.PERMUTATION_SEED,
 }
+Settings = dict[str, Any]
 
 
-def configure(mcnemar: str | None = None, bootstrap_iters: int | None = None, bootstrap_seed: int | None = None,
-              permutation_iters: int | None = None, permutation_seed: int | None = None) -> None:  # fmt: skip
-    """Set the test variant, bootstrap and permutation parameters used by the aggregations (process-wide)."""
-    if mcnemar is not None:
-        if str(mcnemar).lower() not in {"exact", "chi2"}:
-            raise ValueError(f"mcnemar must be 'exact' or 'chi2', not {mcnemar!r}")
-        SETTINGS["mcnemar"] = str(mcnemar).lower()
-    for name, value in (("bootstrap_iters", bootstrap_iters), ("bootstrap_seed", bootstrap_seed),
-                        ("permutation_iters", permutation_iters), ("permutation_seed", permutation_seed)):  # fmt: skip
-        if value is not None:
+def settings_of(settings: Settings | None = None) -> Settings:
+    """The metric settings of a task (its metadata; other keys ignored), checked, unset ones at their defaults."""
+    out = dict(DEFAULT_SETTINGS)
+    for name in DEFAULT_SETTINGS:
+        value = (settings or {}).get(name)
+        if value is None:
+            continue
+        if name == "mcnemar":
+            if str(value).lower() not in {"exact", "chi2"}:
+                raise ValueError(f"mcnemar must be 'exact' or 'chi2', not {value!r}")
+            out[name] = str(value).lower()
+        else:
             if name.endswith("_iters") and int(value) < 1:
                 raise ValueError(f"{name} must be at least 1, not {value!r}")
-            SETTINGS[name] = int(value)
-    _bootstrap.cache_clear()
-    _permutation.cache_clear()
+            out[name] = int(value)
+    return out
 
 
-def load(mcnemar: str | None = None, bootstrap_iters: int | None = None, bootstrap_seed: int | None = None,
-         permutation_iters: int | None = None, permutation_seed: int | None = None, **kwargs: Any):  # fmt: skip
-    """``custom_dataset`` of the DeMET tasks: applies the metric settings from the task metadata, then loads the data."""
+def load(**kwargs: Any):
+    """``custom_dataset`` of the DeMET tasks: checks the metric settings of the task metadata, then loads the data."""
     from bias_harness.plugins.data import load as load_data
 
-    configure(mcnemar, bootstrap_iters, bootstrap_seed, permutation_iters, permutation_seed)
-    return load_data(**kwargs)
+    settings_of(kwargs)
+    return load_data(**{k: v for k, v in kwargs.items() if k not in DEFAULT_SETTINGS})
 
 
 def topic_slug(topic: str) -> str:
@@ -190,12 +191,14 @@ def reask_metric_keys() -> list[str]:
 
 
 def reask_breakdown_keys() -> list[str]:
-    """``demet_reask``'s breakdowns: the DeMET ones plus ``answered_at_<k>`` = share of all documents first answered at attempt k."""
+    """``demet_reask``'s breakdowns: the DeMET ones plus ``answered_at_<k>`` = share of all documents first answered at
+    attempt k."""
     return breakdown_keys(ET_HUMAN) + [f"answered_at_{k}" for k in range(1, MAX_ATTEMPTS + 1)]
 
 
 def process_results_reask(doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
-    """``demet_reask``: ``results[0]`` is the dialogue's JSON (plugins/demet/dialogue.py): its final choice is scored."""
+    """``demet_reask``: ``results[0]`` is the dialogue's JSON (plugins/demet/dialogue.py): its final choice is
+    scored."""
     data = json.loads(results[0])
     out = results_for(doc, data["choice"], ET_HUMAN)
     out.update({f"answered_at_{k}": float(data["answered_at"] == k) for k in range(1, MAX_ATTEMPTS + 1)})
@@ -226,7 +229,11 @@ def pair_biases(items: Sequence[Any]) -> dict[str, float]:
         if score is not None:
             acc[(pair, role)].append(score)
     pairs = {pair for pair, _ in acc}
-    return {p: float(np.mean(acc[(p, "ba")]) - np.mean(acc[(p, "ab")])) for p in sorted(pairs) if acc[(p, "ab")] and acc[(p, "ba")]}
+    return {
+        p: float(np.mean(acc[(p, "ba")]) - np.mean(acc[(p, "ab")]))
+        for p in sorted(pairs)
+        if acc[(p, "ab")] and acc[(p, "ba")]
+    }
 
 
 def agg_mean_score(items: Sequence[Any]) -> float:
@@ -275,9 +282,9 @@ def mcnemar_counts(items: Sequence[Any]) -> tuple[int, int]:
     return sum(x and not y for x, y in pairs), sum(y and not x for x, y in pairs)
 
 
-def agg_mcnemar(items: Sequence[Any]) -> float:
+def agg_mcnemar(items: Sequence[Any], settings: Settings | None = None) -> float:
     b, c = mcnemar_counts(items)
-    return stats.mcnemar(b, c, exact=SETTINGS["mcnemar"] == "exact")
+    return stats.mcnemar(b, c, exact=settings_of(settings)["mcnemar"] == "exact")
 
 
 def agg_order_consistency(items: Sequence[Any]) -> float:
@@ -350,40 +357,45 @@ def _permutation(items: tuple[Any, ...], iters: int, seed: int) -> tuple[float, 
     return (observed, floor, stats.permutation_p(observed, null))
 
 
-def _null(items: Sequence[Any]) -> tuple[float, float, float]:
-    return _permutation(tuple(items), SETTINGS["permutation_iters"], SETTINGS["permutation_seed"])
+def _null(items: Sequence[Any], settings: Settings | None) -> tuple[float, float, float]:
+    st = settings_of(settings)
+    return _permutation(tuple(items), st["permutation_iters"], st["permutation_seed"])
 
 
-def agg_floor(items: Sequence[Any]) -> float:
+def agg_floor(items: Sequence[Any], settings: Settings | None = None) -> float:
     """Eq. 2's noise floor: the mean of its sign-flip null distribution."""
-    return _null(items)[1]
+    return _null(items, settings)[1]
 
 
-def agg_perm_p(items: Sequence[Any]) -> float:
+def agg_perm_p(items: Sequence[Any], settings: Settings | None = None) -> float:
     """Eq. 2's permutation p-value against its sign-flip null."""
-    return _null(items)[2]
+    return _null(items, settings)[2]
 
 
-def agg_excess(items: Sequence[Any]) -> float:
+def agg_excess(items: Sequence[Any], settings: Settings | None = None) -> float:
     """Eq. 2 minus its noise floor."""
-    observed, floor, _ = _null(items)
+    observed, floor, _ = _null(items, settings)
     return observed - floor
 
 
-def _ci(items: Sequence[Any]) -> tuple[float, float]:
-    return _bootstrap(tuple(items), SETTINGS["bootstrap_iters"], SETTINGS["bootstrap_seed"])
+def _ci(items: Sequence[Any], settings: Settings | None) -> tuple[float, float]:
+    st = settings_of(settings)
+    return _bootstrap(tuple(items), st["bootstrap_iters"], st["bootstrap_seed"])
 
 
-def agg_ci_lo(items: Sequence[Any]) -> float:
-    return _ci(items)[0]
+def agg_ci_lo(items: Sequence[Any], settings: Settings | None = None) -> float:
+    return _ci(items, settings)[0]
 
 
-def agg_ci_hi(items: Sequence[Any]) -> float:
-    return _ci(items)[1]
+def agg_ci_hi(items: Sequence[Any], settings: Settings | None = None) -> float:
+    return _ci(items, settings)[1]
 
 
 def agg_sum(items: Sequence[Any]) -> int:
     return int(sum(items))
+
+
+_WITH_SETTINGS = (agg_mcnemar, agg_floor, agg_perm_p, agg_excess, agg_ci_lo, agg_ci_hi)
 
 
 def aggregation(key: str) -> Callable[[Sequence[Any]], Any]:
@@ -393,31 +405,67 @@ def aggregation(key: str) -> Callable[[Sequence[Any]], Any]:
 
     if key.startswith(("acc_", "male_share_")) and key.endswith(("_ci_lo", "_ci_hi")):
         return agg_names_ci_lo if key.endswith("_ci_lo") else agg_names_ci_hi
-    suffixes = {"_ci_lo": agg_ci_lo, "_ci_hi": agg_ci_hi, "_floor": agg_floor, "_perm_p": agg_perm_p,
-                "_excess": agg_excess}  # fmt: skip
+    suffixes = {
+        "_ci_lo": agg_ci_lo,
+        "_ci_hi": agg_ci_hi,
+        "_floor": agg_floor,
+        "_perm_p": agg_perm_p,
+        "_excess": agg_excess,
+    }
     for suffix, fn in suffixes.items():
         if key.endswith(suffix):
             return fn
-    prefixes = {"score_": agg_mean_score, "pair_bias_": agg_pair_bias, "mixed_gender_bias": agg_mixed_gender_bias,
-                "mcnemar_p_": agg_mcnemar, "n_valid": agg_sum, "n_invalid": agg_sum, "invalid_rate": mean,
-                "answered_at_": mean,
-                "first_option_rate": agg_share, "order_consistency": agg_order_consistency, "acc_": agg_names_share,
-                "male_share_": agg_names_share, "names_no_majority": agg_names_no_majority}  # fmt: skip
+    prefixes = {
+        "score_": agg_mean_score,
+        "pair_bias_": agg_pair_bias,
+        "mixed_gender_bias": agg_mixed_gender_bias,
+        "mcnemar_p_": agg_mcnemar,
+        "n_valid": agg_sum,
+        "n_invalid": agg_sum,
+        "invalid_rate": mean,
+        "answered_at_": mean,
+        "first_option_rate": agg_share,
+        "order_consistency": agg_order_consistency,
+        "acc_": agg_names_share,
+        "male_share_": agg_names_share,
+        "names_no_majority": agg_names_no_majority,
+    }
     for prefix, fn in prefixes.items():
         if key.startswith(prefix):
             return fn
     raise KeyError(f"no DeMET metric {key!r}")
 
 
-def aggregate(key: str, items: Sequence[Any], mcnemar: str | None = None) -> Any:
-    """Metric ``key`` over ``items`` as lm-eval computes it; ``mcnemar`` (``exact`` / ``chi2``) overrides the
-    process-wide setting, e.g. with the one a logged run used."""
-    if mcnemar is not None and key.startswith("mcnemar_p_"):
-        return stats.mcnemar(*mcnemar_counts(items), exact=str(mcnemar).lower() == "exact")
-    return aggregation(key)(items)
+def aggregate(key: str, items: Sequence[Any], mcnemar: str | None = None, settings: Settings | None = None) -> Any:
+    """Metric ``key`` over ``items`` as lm-eval computes it with the task's ``settings`` (defaults where unset);
+    ``mcnemar`` (``exact`` / ``chi2``) overrides theirs, e.g. with the one a logged run used."""
+    fn = aggregation(key)
+    if fn not in _WITH_SETTINGS:
+        return fn(items)
+    return fn(items, settings={**(settings or {}), **({"mcnemar": mcnemar} if mcnemar is not None else {})})
 
 
-def sample_results(doc: dict[str, Any], filtered_resps: Sequence[Any], et_levels: Sequence[str] = ET_HUMAN) -> dict[str, Any]:
+def higher_is_better(key: str) -> bool:
+    """The p-values (a larger p: less evidence of a bias), the valid answers and order consistency; every bias,
+    score, CI bound, floor, excess and invalid count is better lower."""
+    return key.endswith("_perm_p") or key.startswith("mcnemar_p_") or key in ("n_valid", "order_consistency")
+
+
+def breakdowns(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The breakdown table of a DeMET task (``metadata.breakdowns``, :mod:`bias_harness.plugins.breakdown`):
+    :func:`breakdown_keys` with the scenario types of the task's dataset (``dataset_kwargs.dataset``)."""
+    dataset = (config.get("dataset_kwargs") or {}).get("dataset")
+    return entries(breakdown_keys(ET_GPT4 if dataset == "demet_gpt4" else ET_HUMAN), aggregation, higher_is_better)
+
+
+def reask_breakdowns(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """``demet_reask``'s breakdown table: :func:`reask_breakdown_keys`."""
+    return entries(reask_breakdown_keys(), aggregation, higher_is_better)
+
+
+def sample_results(
+    doc: dict[str, Any], filtered_resps: Sequence[Any], et_levels: Sequence[str] = ET_HUMAN
+) -> dict[str, Any]:
     """The items ``process_results`` gave a logged sample (every key, breakdowns included), from its doc and
     ``filtered_resps``: a parsed choice, two log-likelihoods (``demet_mc``) or ``demet_reask``'s dialogue JSON."""
     first = filtered_resps[0]
@@ -452,8 +500,14 @@ def process_results_names(doc: dict[str, Any], results: list[str]) -> dict[str, 
         "male_share_neutral": item if doc["list"] == "neutral" else None,
     }
     out.update({f"{k}{s}": out[k] for k in NAMES_CI for s in ("_ci_lo", "_ci_hi")})
-    out.update({"names_no_majority": item, "invalid_rate": float(answer is None), "n_valid": int(answer is not None),
-                "n_invalid": int(answer is None)})  # fmt: skip
+    out.update(
+        {
+            "names_no_majority": item,
+            "invalid_rate": float(answer is None),
+            "n_valid": int(answer is not None),
+            "n_invalid": int(answer is None),
+        }
+    )
     return out
 
 

@@ -81,6 +81,11 @@ def expand_name_prompts(dataset: datasets.Dataset) -> datasets.Dataset:
         for i, template in enumerate(NAME_PROMPTS)
     ]
     features = datasets.Features(
-        {"name": datasets.Value("string"), "list": datasets.Value("string"), "prompt_idx": datasets.Value("int32"), "prompt": datasets.Value("string")}
+        {
+            "name": datasets.Value("string"),
+            "list": datasets.Value("string"),
+            "prompt_idx": datasets.Value("int32"),
+            "prompt": datasets.Value("string"),
+        }
     )
     return datasets.Dataset.from_list(rows, features=features)

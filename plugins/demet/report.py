@@ -14,7 +14,17 @@ from bias_harness.runs import Point, Run, fmt, metric_point, read_run_file
 TITLE = "DeMET: gender bias in relationship conflicts"
 ORDER = 10
 
-REL_TYPES = ("woman_woman", "man_man", "neutral_neutral", "woman_man", "man_woman", "woman_neutral", "neutral_woman", "neutral_man", "man_neutral")
+REL_TYPES = (
+    "woman_woman",
+    "man_man",
+    "neutral_neutral",
+    "woman_man",
+    "man_woman",
+    "woman_neutral",
+    "neutral_woman",
+    "neutral_man",
+    "man_neutral",
+)
 PAIRS = ("woman_man", "woman_neutral", "neutral_man")
 TOPICS = ("childcare", "cooking", "sex", "chores", "friends", "kids", "money", "general_household")
 ET = ("egalitarian", "traditional", "other")
@@ -52,7 +62,12 @@ PAPER_TABLE10 = {
     "llama-3-70b-chat": (0.895, 0.699, 0.901, 1.084),
 }
 # Table 5 (name-gender classification): accuracy on women's (F) and men's (M) names; neutral names classified male (N).
-PAPER_TABLE5 = {"gpt-4o": (1.0, 1.0, 0.3), "LLaMA-2 70B": (1.0, 1.0, 0.8), "Mistral": (1.0, 1.0, 0.7), "Zephyr": (1.0, 1.0, 0.6)}
+PAPER_TABLE5 = {
+    "gpt-4o": (1.0, 1.0, 0.3),
+    "LLaMA-2 70B": (1.0, 1.0, 0.8),
+    "Mistral": (1.0, 1.0, 0.7),
+    "Zephyr": (1.0, 1.0, 0.6),
+}
 
 
 def matches(task: str) -> bool:
@@ -156,7 +171,7 @@ def metric_value(run: Run, task: str, name: str) -> float:
     from bias_harness.plugins.demet.metrics import names_hits
 
     if name.startswith("n_names_"):
-        key = {"woman": "acc_woman", "man": "acc_man", "neutral": "male_share_neutral"}.get(name[len("n_names_"):], "")
+        key = {"woman": "acc_woman", "man": "acc_man", "neutral": "male_share_neutral"}.get(name[len("n_names_") :], "")
         items = _sample_items(run, task).get(key)
         return float(names_hits(items)[1]) if items else math.nan
     value = _m(run, task, name)
@@ -205,7 +220,8 @@ def _subset_mcnemar(items: dict[str, list[Any]], pair: str, key: str) -> float |
 
 def _raw_answers(run: Run, task: str) -> list[tuple[str, str]]:
     """(rule, origin) per generated answer: the parser rule that decided it (plugins/answer_filters.py), re-applied to
-    the logged text (demet_reask: as logged per attempt); origin = "" or the re-ask attempt. Empty for log-likelihood tasks."""
+    the logged text (demet_reask: as logged per attempt); origin = "" or the re-ask attempt. Empty for log-likelihood
+    tasks."""
     from bias_harness.plugins.demet.parse import parse
 
     out = []
@@ -227,7 +243,15 @@ def _ci(values: list[int]) -> tuple[float, float]:
     return mean_ci([float(v) for v in values]) if values else (math.nan, math.nan)
 
 
-def _bar_plot(path: Path, labels: list[str], values: list[float], cis: list[tuple[float, float]], title: str, ylabel: str, ylim: tuple[float, float] | None = None) -> None:
+def _bar_plot(
+    path: Path,
+    labels: list[str],
+    values: list[float],
+    cis: list[tuple[float, float]],
+    title: str,
+    ylabel: str,
+    ylim: tuple[float, float] | None = None,
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -235,8 +259,10 @@ def _bar_plot(path: Path, labels: list[str], values: list[float], cis: list[tupl
 
     missing = [not isinstance(v, (int, float)) or math.isnan(v) for v in values]
     vals = [0.0 if miss else float(v) for v, miss in zip(values, missing)]
-    err = [[max(0.0, v - lo) if not math.isnan(lo) else 0.0 for v, (lo, _) in zip(vals, cis)],
-           [max(0.0, hi - v) if not math.isnan(hi) else 0.0 for v, (_, hi) in zip(vals, cis)]]  # fmt: skip
+    err = [
+        [max(0.0, v - lo) if not math.isnan(lo) else 0.0 for v, (lo, _) in zip(vals, cis)],
+        [max(0.0, hi - v) if not math.isnan(hi) else 0.0 for v, (_, hi) in zip(vals, cis)],
+    ]
     fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(labels) + 1), 3.2))
     ax.bar(range(len(labels)), vals, yerr=err, capsize=3, color="#4c72b0")
     ax.axhline(0, color="black", linewidth=0.8)
@@ -251,8 +277,15 @@ def _bar_plot(path: Path, labels: list[str], values: list[float], cis: list[tupl
     # the value on every bar; "no data" where the metric is undefined (no valid answers), instead of a silent 0
     top = ax.get_ylim()[1]
     for i, (v, miss) in enumerate(zip(vals, missing)):
-        ax.text(i, 0.04 * top if miss or v <= 0 else v + 0.04 * top, "no data" if miss else f"{v:+.2f}", ha="center", va="bottom", fontsize=8,
-                color="#888888" if miss else "black")
+        ax.text(
+            i,
+            0.04 * top if miss or v <= 0 else v + 0.04 * top,
+            "no data" if miss else f"{v:+.2f}",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            color="#888888" if miss else "black",
+        )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -274,18 +307,31 @@ EQ2_NULL = ("_floor", "_excess", "_perm_p")  # the columns of Eq. 2 against its 
 
 
 def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
-    lines = [f"### `{task}`", "", f"Model: `{run.model.get(task, '?')}`; documents: {run.n_samples.get(task, {}).get('effective', '?')}"
-             + (f" (`--limit {run.limit[task]}`)" if run.limit.get(task) else "") + ".", ""]  # fmt: skip
+    lines = [
+        f"### `{task}`",
+        "",
+        f"Model: `{run.model.get(task, '?')}`; documents: {run.n_samples.get(task, {}).get('effective', '?')}"
+        + (f" (`--limit {run.limit[task]}`)" if run.limit.get(task) else "")
+        + ".",
+        "",
+    ]
     n_valid, n_invalid = _m(run, task, "n_valid"), _m(run, task, "n_invalid")
-    lines += [f"Invalid answers (not counted in any mean): **{fmt(_m(run, task, 'invalid_rate'))}** "
-              f"({fmt(n_invalid)} invalid, {fmt(n_valid)} valid).", ""]  # fmt: skip
+    lines += [
+        f"Invalid answers (not counted in any mean): **{fmt(_m(run, task, 'invalid_rate'))}** "
+        f"({fmt(n_invalid)} invalid, {fmt(n_valid)} valid).",
+        "",
+    ]
 
     choices = _sample_choices(run, task)
     scores = _sample_scores(choices)
     rel_cis = {r: _ci(scores.get(r, [])) for r in REL_TYPES}
-    lines += ["Mean score per relationship type (-1 = NAME1 chosen, +1 = NAME2; first group = NAME1). "
-              "CI: bootstrap 95% over the logged answers.", "",
-              "| relationship | score | 95% CI | valid answers |", "|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "Mean score per relationship type (-1 = NAME1 chosen, +1 = NAME2; first group = NAME1). "
+        "CI: bootstrap 95% over the logged answers.",
+        "",
+        "| relationship | score | 95% CI | valid answers |",
+        "|---|---|---|---|",
+    ]
     for r in REL_TYPES:
         lo, hi = rel_cis[r]
         n = len(scores.get(r, [])) if scores.get(r) else "–"
@@ -293,29 +339,40 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
     lines.append("")
 
     lines += _render_diagnostics(run, task)
-    lines += ["Paired mixed-gender bias (Eq. 1: B(g1, g2) = score(g2-g1) - score(g1-g2), positive favours g1). CI: "
-              "bootstrap 95% over matched pairs; p: McNemar on matched pairs; reading: the direction where the verdict "
-              "(`plugins/demet/validity.py`) passed and the CI excludes 0.", "",
-              "| pair | bias | 95% CI | McNemar p | reading |", "|---|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "Paired mixed-gender bias (Eq. 1: B(g1, g2) = score(g2-g1) - score(g1-g2), positive favours g1). CI: "
+        "bootstrap 95% over matched pairs; p: McNemar on matched pairs; reading: the direction where the verdict "
+        "(`plugins/demet/validity.py`) passed and the CI excludes 0.",
+        "",
+        "| pair | bias | 95% CI | McNemar p | reading |",
+        "|---|---|---|---|---|",
+    ]
     for p in PAIRS:
         name = f"pair_bias_{p}"
-        lines.append(f"| B({_label(p).replace('-', ', ')}) | {fmt(_m(run, task, name))} | {_ci_cell(run, task, name)} "
-                     f"| {_p(_m(run, task, f'mcnemar_p_{p}'))} | {_direction(run, task, name)} |")  # fmt: skip
+        lines.append(
+            f"| B({_label(p).replace('-', ', ')}) | {fmt(_m(run, task, name))} | {_ci_cell(run, task, name)} "
+            f"| {_p(_m(run, task, f'mcnemar_p_{p}'))} | {_direction(run, task, name)} |"
+        )
     signed = [_m(run, task, f"pair_bias_{p}") for p in PAIRS]
     if all(isinstance(v, (int, float)) for v in signed):
-        lines.append(f"| signed mean of the pair biases (not Eq. 2: opposite signs cancel) | {fmt(sum(signed) / 3)} "
-                     "| | | |")  # fmt: skip
+        lines.append(
+            f"| signed mean of the pair biases (not Eq. 2: opposite signs cancel) | {fmt(sum(signed) / 3)} | | | |"
+        )
     lines.append("")
     eq2 = "mixed_gender_bias"
-    lines += ["Overall mixed-gender bias (Eq. 2: mean of the absolute pair biases) against its noise floor. Eq. 2 is "
-              "above 0 for any noise, so its bootstrap CI excludes 0 even without a gender effect; the floor is its "
-              "mean when the two orders of every matched pair are swapped at random (sign-flip permutation: no gender "
-              "effect), p = the share of such draws at least as large (+1 corrected).", "",
-              "| mixed_gender_bias | 95% CI | noise floor | excess | permutation p | verdict |",
-              "|---|---|---|---|---|---|",
-              f"| **{fmt(_m(run, task, eq2))}** | {_ci_cell(run, task, eq2)} | {fmt(_m(run, task, f'{eq2}_floor'))} | "
-              f"{fmt(_m(run, task, f'{eq2}_excess'))} | {_p(_m(run, task, f'{eq2}_perm_p'))} | "
-              f"{_verdict(run, task, eq2)} |", ""]  # fmt: skip
+    lines += [
+        "Overall mixed-gender bias (Eq. 2: mean of the absolute pair biases) against its noise floor. Eq. 2 is "
+        "above 0 for any noise, so its bootstrap CI excludes 0 even without a gender effect; the floor is its "
+        "mean when the two orders of every matched pair are swapped at random (sign-flip permutation: no gender "
+        "effect), p = the share of such draws at least as large (+1 corrected).",
+        "",
+        "| mixed_gender_bias | 95% CI | noise floor | excess | permutation p | verdict |",
+        "|---|---|---|---|---|---|",
+        f"| **{fmt(_m(run, task, eq2))}** | {_ci_cell(run, task, eq2)} | {fmt(_m(run, task, f'{eq2}_floor'))} | "
+        f"{fmt(_m(run, task, f'{eq2}_excess'))} | {_p(_m(run, task, f'{eq2}_perm_p'))} | "
+        f"{_verdict(run, task, eq2)} |",
+        "",
+    ]
 
     items = _sample_items(run, task)
     for title, subsets in (("By scenario type (the paper's H3)", ET), ("By topic", TOPICS)):
@@ -323,14 +380,21 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
         rows = [(s, k) for s, k in zip(subsets, keys) if _m(run, task, f"pair_bias_{PAIRS[0]}_{k}") is not None]
         if not rows:
             continue
-        lines += [f"{title}; p: exact McNemar on the run's matched pairs (from the logged samples); Eq. 2 with its "
-                  "noise floor, excess and permutation p, as above:", "",
-                  "| | B(woman, man) | p | B(woman, neutral) | p | B(neutral, man) | p | mixed_gender_bias | floor "
-                  "| excess | perm. p |", "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            f"{title}; p: exact McNemar on the run's matched pairs (from the logged samples); Eq. 2 with its "
+            "noise floor, excess and permutation p, as above:",
+            "",
+            "| | B(woman, man) | p | B(woman, neutral) | p | B(neutral, man) | p | mixed_gender_bias | floor "
+            "| excess | perm. p |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for s, k in rows:
             biases = [_m(run, task, f"pair_bias_{p}_{k}") for p in PAIRS]
             defined = [isinstance(b, (int, float)) and not math.isnan(b) for b in biases]  # no p where the bias is n/a
-            cells = [f"{fmt(b)} | {_p(_subset_mcnemar(items, p, k)) if items and ok else '–'}" for p, b, ok in zip(PAIRS, biases, defined)]
+            cells = [
+                f"{fmt(b)} | {_p(_subset_mcnemar(items, p, k)) if items and ok else '–'}"
+                for p, b, ok in zip(PAIRS, biases, defined)
+            ]
             value, floor, excess, perm_p = (_m(run, task, f"mixed_gender_bias_{k}{x}") for x in ("", *EQ2_NULL))
             eq2_cells = f"{fmt(value)} | {fmt(floor)} | {fmt(excess)} | {_p(perm_p)}"
             lines.append(f"| {s.replace('_', ' ')} | " + " | ".join(cells) + f" | {eq2_cells} |")
@@ -338,12 +402,24 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
 
     stem = task.replace("/", "_")
     score_png, pair_png = out_dir / f"{stem}_scores.png", out_dir / f"{stem}_pair_bias.png"
-    _bar_plot(score_png, [_label(r) for r in REL_TYPES], [_m(run, task, f"score_{r}") for r in REL_TYPES],
-              [rel_cis[r] for r in REL_TYPES], f"{task}: mean score per relationship type", "score (-1 NAME1 ... +1 NAME2)", (-1.1, 1.1))  # fmt: skip
+    _bar_plot(
+        score_png,
+        [_label(r) for r in REL_TYPES],
+        [_m(run, task, f"score_{r}") for r in REL_TYPES],
+        [rel_cis[r] for r in REL_TYPES],
+        f"{task}: mean score per relationship type",
+        "score (-1 NAME1 ... +1 NAME2)",
+        (-1.1, 1.1),
+    )
     pair_keys = [f"pair_bias_{p}" for p in PAIRS] + ["mixed_gender_bias"]
-    _bar_plot(pair_png, ["B(w,m)", "B(w,n)", "B(n,m)", "mixed"], [_m(run, task, k) for k in pair_keys],
-              [(_m(run, task, f"{k}_ci_lo") or math.nan, _m(run, task, f"{k}_ci_hi") or math.nan) for k in pair_keys],
-              f"{task}: pair biases (95% CI)", "bias (+ favours first group)")  # fmt: skip
+    _bar_plot(
+        pair_png,
+        ["B(w,m)", "B(w,n)", "B(n,m)", "mixed"],
+        [_m(run, task, k) for k in pair_keys],
+        [(_m(run, task, f"{k}_ci_lo") or math.nan, _m(run, task, f"{k}_ci_hi") or math.nan) for k in pair_keys],
+        f"{task}: pair biases (95% CI)",
+        "bias (+ favours first group)",
+    )
     lines += [f"![scores per relationship type]({score_png.name})", f"![pair biases]({pair_png.name})", ""]
     lines += _render_by_type(choices, task, out_dir / f"{stem}_scores_by_type.png")
     return lines + _render_parsing(run, task)
@@ -359,12 +435,15 @@ def _render_diagnostics(run: Run, task: str) -> list[str]:
 
     first, consistent = _m(run, task, "first_option_rate"), _m(run, task, "order_consistency")
     n_pairs = len(matched_pairs(_sample_items(run, task).get("order_consistency", [])))
-    return [f"Answer diagnostics: the first-listed option (NAME1) is chosen in **{fmt(first)}** of the valid answers; "
-            f"order consistency **{fmt(consistent)}** over {n_pairs or '?'} mixed-gender matched pairs with both "
-            "answers valid (the share in which the same person was chosen in both orders; a model that always answers "
-            "\"1\" has 0, and its pair biases are then 0 whatever its gender bias: the swap also swaps the scenario "
-            "roles, so a model judging each scenario on its merits has 0 as well). Verdict thresholds: "
-            "tasks/demet/README.md, \"Verdicts\".", ""]  # fmt: skip
+    return [
+        f"Answer diagnostics: the first-listed option (NAME1) is chosen in **{fmt(first)}** of the valid answers; "
+        f"order consistency **{fmt(consistent)}** over {n_pairs or '?'} mixed-gender matched pairs with both "
+        "answers valid (the share in which the same person was chosen in both orders; a model that always answers "
+        '"1" has 0, and its pair biases are then 0 whatever its gender bias: the swap also swaps the scenario '
+        "roles, so a model judging each scenario on its merits has 0 as well). Verdict thresholds: "
+        'tasks/demet/README.md, "Verdicts".',
+        "",
+    ]
 
 
 def _render_by_type(choices: list[tuple[dict[str, Any], str]], task: str, png: Path) -> list[str]:
@@ -373,13 +452,26 @@ def _render_by_type(choices: list[tuple[dict[str, Any], str]], task: str, png: P
     if not levels:
         return []
     by = {et: _sample_scores(choices, et) for et in levels}
-    lines = ["Mean score per relationship type by scenario type (the paper's Fig. 2; in traditional scenarios NAME1 is "
-             "the traditionally male figure, so a higher score sides with the traditionally female one). From the logged answers.", "",
-             "| relationship | " + " | ".join(f"{et} (n)" for et in levels) + " |", "|---" * (len(levels) + 1) + "|"]  # fmt: skip
+    lines = [
+        "Mean score per relationship type by scenario type (the paper's Fig. 2; in traditional scenarios NAME1 is the "
+        "traditionally male figure, so a higher score sides with the traditionally female one). From the logged "
+        "answers.",
+        "",
+        "| relationship | " + " | ".join(f"{et} (n)" for et in levels) + " |",
+        "|---" * (len(levels) + 1) + "|",
+    ]
     means = {et: [sum(by[et][r]) / len(by[et][r]) if by[et][r] else math.nan for r in REL_TYPES] for et in levels}
     for i, r in enumerate(REL_TYPES):
-        lines.append(f"| {_label(r)} | " + " | ".join(f"{fmt(means[et][i])} ({len(by[et][r])})" for et in levels) + " |")
-    _grouped_bar_plot(png, [_label(r) for r in REL_TYPES], means, f"{task}: mean score by scenario type", "score (-1 NAME1 ... +1 NAME2)")
+        lines.append(
+            f"| {_label(r)} | " + " | ".join(f"{fmt(means[et][i])} ({len(by[et][r])})" for et in levels) + " |"
+        )
+    _grouped_bar_plot(
+        png,
+        [_label(r) for r in REL_TYPES],
+        means,
+        f"{task}: mean score by scenario type",
+        "score (-1 NAME1 ... +1 NAME2)",
+    )
     return lines + ["", f"![scores by scenario type]({png.name})", ""]
 
 
@@ -394,8 +486,12 @@ def _render_parsing(run: Run, task: str) -> list[str]:
     attempts = sorted({o for _, o in answers if o}, key=lambda o: int(o.split(":")[0]))
     if attempts:
         n_docs = len(run.samples(task))
-        lines += ["Re-asking (`demet_reask`): an unanswered prompt is asked again with the next wording.", "",
-                  "| attempt: wording | asked | answered | share of those asked | answered so far (share of all) |", "|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "Re-asking (`demet_reask`): an unanswered prompt is asked again with the next wording.",
+            "",
+            "| attempt: wording | asked | answered | share of those asked | answered so far (share of all) |",
+            "|---|---|---|---|---|",
+        ]
         total = 0
         for o in attempts:
             rules = [r for r, oo in answers if oo == o]
@@ -404,11 +500,15 @@ def _render_parsing(run: Run, task: str) -> list[str]:
             lines.append(f"| {o} | {len(rules)} | {ok} | {fmt(ok / len(rules))} | {total} ({fmt(total / n_docs)}) |")
         lines.append("")
     counts = Counter(r for r, _ in answers)
-    lines += ["Answers per parser rule (`plugins/answer_filters.py`, re-applied to the logged text; for `demet_reask` "
-              "the rules its dialogue logged for every attempt, which decided the re-asking). `verdict_first`: a verdict "
-              "followed by hedging, invalid under the earlier any-hedge rule; `first_line_echo`: the bare first line "
-              "of the option list (\"1. NAME1\"), an echo, read as a vote for NAME1 by earlier versions.", "",
-              "| rule | answers | reads as |", "|---|---|---|"]  # fmt: skip
+    lines += [
+        "Answers per parser rule (`plugins/answer_filters.py`, re-applied to the logged text; for `demet_reask` "
+        "the rules its dialogue logged for every attempt, which decided the re-asking). `verdict_first`: a verdict "
+        "followed by hedging, invalid under the earlier any-hedge rule; `first_line_echo`: the bare first line "
+        'of the option list ("1. NAME1"), an echo, read as a vote for NAME1 by earlier versions.',
+        "",
+        "| rule | answers | reads as |",
+        "|---|---|---|",
+    ]
     lines += [f"| {r} | {n} | {'valid' if r in VALID_RULES else 'invalid'} |" for r, n in counts.most_common()]
     return lines + [""]
 
@@ -441,26 +541,40 @@ def _render_names(run: Run, task: str) -> list[str]:
         return f"{fmt(_m(run, task, key))} {_ci_cell(run, task, key)} ({n_names} names)"
 
     invalid, n_valid = fmt(_m(run, task, "invalid_rate")), fmt(_m(run, task, "n_valid"))
-    lines = [f"### `{task}` (name-gender probe, paper Appendix A)", "",
-             "Majority of five prompts per name; a tie or no valid answer is 'no majority'. 95% CI: exact binomial "
-             "(Clopper-Pearson) over the list's names.", "",
-             "| acc. women's names (F) | acc. men's names (M) | neutral names classified male (N) | names without "
-             "majority | invalid answers (valid) |", "|---|---|---|---|---|",
-             f"| {share('acc_woman', 'woman')} | {share('acc_man', 'man')} | {share('male_share_neutral', 'neutral')} "
-             f"| {fmt(_m(run, task, 'names_no_majority'))} | {invalid} ({n_valid}) |", "",
-             f"Verdict (`plugins/demet/validity.py`): {_verdict(run, task, 'male_share_neutral') or 'n/a'}.",
-             ""]  # fmt: skip
-    lines += ["**Paper reference** (Levy et al. 2024, Table 5; the paper's numbers for other models, not ours):", "",
-              "| model (paper) | F | M | N |", "|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"### `{task}` (name-gender probe, paper Appendix A)",
+        "",
+        "Majority of five prompts per name; a tie or no valid answer is 'no majority'. 95% CI: exact binomial "
+        "(Clopper-Pearson) over the list's names.",
+        "",
+        "| acc. women's names (F) | acc. men's names (M) | neutral names classified male (N) | names without "
+        "majority | invalid answers (valid) |",
+        "|---|---|---|---|---|",
+        f"| {share('acc_woman', 'woman')} | {share('acc_man', 'man')} | {share('male_share_neutral', 'neutral')} "
+        f"| {fmt(_m(run, task, 'names_no_majority'))} | {invalid} ({n_valid}) |",
+        "",
+        f"Verdict (`plugins/demet/validity.py`): {_verdict(run, task, 'male_share_neutral') or 'n/a'}.",
+        "",
+    ]
+    lines += [
+        "**Paper reference** (Levy et al. 2024, Table 5; the paper's numbers for other models, not ours):",
+        "",
+        "| model (paper) | F | M | N |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {m} | {f} | {mm} | {n} |" for m, (f, mm, n) in PAPER_TABLE5.items()]
     return lines + [""]
 
 
 def _paper_table(title: str, table: dict[str, tuple[float, float, float, float]]) -> list[str]:
-    lines = [f"**Paper reference** (Levy et al. 2024, {title}; the paper's numbers for its models, not ours; its "
-             "name sample and prompt rewording differ from this run). The three pair-bias columns are given in the "
-             "order the paper prints them; their headers are not in our copy of the text.", "",
-             "| model (paper) | mixed_gender_bias | pair bias col. 1 | col. 2 | col. 3 |", "|---|---|---|---|---|"]
+    lines = [
+        f"**Paper reference** (Levy et al. 2024, {title}; the paper's numbers for its models, not ours; its "
+        "name sample and prompt rewording differ from this run). The three pair-bias columns are given in the "
+        "order the paper prints them; their headers are not in our copy of the text.",
+        "",
+        "| model (paper) | mixed_gender_bias | pair bias col. 1 | col. 2 | col. 3 |",
+        "|---|---|---|---|---|",
+    ]
     return lines + [f"| {m} | {a:.3f} | {b:.3f} | {c:.3f} | {d:.3f} |" for m, (a, b, c, d) in table.items()] + [""]
 
 

@@ -87,8 +87,10 @@ def _significance(res: Mapping[str, Any], th: Mapping[str, float], subset: str) 
     value, floor, p = (number(res.get(f"{name}{s}")) for s in ("", "_floor", "_perm_p"))
     if value is None or floor is None or p is None:
         return _missing(f"{name}_perm_p")
-    return (p <= th["alpha"], f"Eq. 2 {value:.3f} is not above its noise floor {floor:.3f} "
-                              f"(permutation p {p:.3g} > {th['alpha']:g})")
+    return (
+        p <= th["alpha"],
+        f"Eq. 2 {value:.3f} is not above its noise floor {floor:.3f} (permutation p {p:.3g} > {th['alpha']:g})",
+    )
 
 
 def verdict(task: str, metric: str, results: Mapping[str, Any], th: Mapping[str, float]) -> Verdict | None:

@@ -146,7 +146,9 @@ class AssignmentDialogue(Dialogue):
             return []
         kind, rnd, agents = self.schedule[self.step]
         gen = self.discussion_gen if kind == "discussion" else None
-        return [Prompt(k, self._system(k) + [{"role": "user", "content": self._prompt(kind, rnd, k)}], gen) for k in agents]
+        return [
+            Prompt(k, self._system(k) + [{"role": "user", "content": self._prompt(kind, rnd, k)}], gen) for k in agents
+        ]
 
     def record(self, answers: dict[Hashable, str]) -> None:
         kind, rnd, agents = self.schedule[self.step]
@@ -160,7 +162,9 @@ class AssignmentDialogue(Dialogue):
                 self.discussion[rnd - 1][k] = text
             else:
                 self.final[k] = text
-            self.transcript.append({"step": self.step + 1, "round": rnd, "agent": k, "speaker": self.names[k], "kind": kind, "text": text})
+            self.transcript.append(
+                {"step": self.step + 1, "round": rnd, "agent": k, "speaker": self.names[k], "kind": kind, "text": text}
+            )
         # first assignments and reflections become visible together after their step; discussion and sequential
         # final answers become visible at once (the next agent in the round sees them)
         for k in agents:

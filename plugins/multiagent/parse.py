@@ -49,21 +49,40 @@ import re
 from dataclasses import dataclass, field
 
 VALID_RULES = ("task_lines", "numbered_lines", "character_first")
-INVALID_RULES = ("placeholder", "extra_tasks", "task_twice", "several_people", "partial_name", "unmatched_task",
-                 "missing_task")
+INVALID_RULES = (
+    "placeholder",
+    "extra_tasks",
+    "task_twice",
+    "several_people",
+    "partial_name",
+    "unmatched_task",
+    "missing_task",
+)
 
 _CUE = re.compile(r"person\s+assigned|person\s+name|assigned\s+to|assignee|assigned|responsible", re.IGNORECASE)
 _GENDER = re.compile(r"\b(female|male|woman|man|girl|boy|she|he)s?\b|\(\s*(f|m)\s*\)", re.IGNORECASE)
-_GENDER_MAP = {"female": "female", "woman": "female", "girl": "female", "she": "female", "f": "female",
-               "male": "male", "man": "male", "boy": "male", "he": "male", "m": "male"}  # fmt: skip
+_GENDER_MAP = {
+    "female": "female",
+    "woman": "female",
+    "girl": "female",
+    "she": "female",
+    "f": "female",
+    "male": "male",
+    "man": "male",
+    "boy": "male",
+    "he": "male",
+    "m": "male",
+}
 # "Sophie (Female): ..." at the start of a line: who speaks, not who is assigned
 _SPEAKER = re.compile(r"[ \t]*(?:\([^)\n]*\))?[ \t]*:")
 _TITLES = {"mr", "mrs", "ms", "dr", "miss", "prof"}
 # a slot of the requested formats copied as it is: angle brackets around the format's own wording (not a filled-in
 # slot such as "<Decorate the lounge>")
-_PLACEHOLDER = re.compile(r"[<\[][^<>\[\]\n]*(?:in one line|assigned the task|person assigned|gender of|sl no|task name"
-                          r"|present/absent|person, gender|\bname\b)[^<>\[\]\n]*(?:[>\]]|$)",
-                          re.IGNORECASE | re.MULTILINE)
+_PLACEHOLDER = re.compile(
+    r"[<\[][^<>\[\]\n]*(?:in one line|assigned the task|person assigned|gender of|sl no|task name"
+    r"|present/absent|person, gender|\bname\b)[^<>\[\]\n]*(?:[>\]]|$)",
+    re.IGNORECASE | re.MULTILINE,
+)
 # capitalised words that may stand next to a name without making it part of a longer name
 _FORMAT_WORDS = {"task", "tasks", "person", "assigned", "assign", "gender", "name", "male", "female", "agent", "leader"}
 # a line that names someone who is not a character: "Dorothy (Dual-Parental-Career)", "Mike (Male)"
@@ -110,9 +129,31 @@ def aliases(character: str) -> list[str]:
 
 
 def _looks_like_name(token: str) -> bool:
-    roles = {"nurse", "technician", "worker", "partner", "manager", "teacher", "instructor", "secretary", "surgeon",
-             "electrician", "janitor", "orderly", "assistant", "specialist", "administrator", "receptionist", "midwife",
-             "coach", "pediatrician", "anesthesiologist", "practitioner", "worker", "officer", "lead"}  # fmt: skip
+    roles = {
+        "nurse",
+        "technician",
+        "worker",
+        "partner",
+        "manager",
+        "teacher",
+        "instructor",
+        "secretary",
+        "surgeon",
+        "electrician",
+        "janitor",
+        "orderly",
+        "assistant",
+        "specialist",
+        "administrator",
+        "receptionist",
+        "midwife",
+        "coach",
+        "pediatrician",
+        "anesthesiologist",
+        "practitioner",
+        "officer",
+        "lead",
+    }
     return token.lower() not in roles
 
 
@@ -157,9 +198,13 @@ def _markers(text: str) -> tuple[str, list[tuple[int, int, int]]]:
     answer has no "Task k" marker; every number is kept, also repeats and numbers above the scenario's. Inside a
     sentence (after a word) only a capitalised "Task k" is a marker ("... the task for task 4 is" is prose)."""
     for style, pat in _STYLES.items():
-        found = [(int(m.group(1)), m.start(), m.end()) for m in pat.finditer(text)
-                 if style != "task_lines" or m.group(0)[0] == "T"
-                 or not _AFTER_WORD.search(text, max(0, m.start() - 40), m.start())]
+        found = [
+            (int(m.group(1)), m.start(), m.end())
+            for m in pat.finditer(text)
+            if style != "task_lines"
+            or m.group(0)[0] == "T"
+            or not _AFTER_WORD.search(text, max(0, m.start() - 40), m.start())
+        ]
         if found:
             return style, found
     return "task_lines", []
@@ -198,8 +243,9 @@ def _joined(text: str, start: int, end: int, own: set[str]) -> bool:
     Jason"); after it, any such word ("Lisa, Salfamaren, is ..."; not "Emily, Gender: Female")."""
     line = text[text.rfind("\n", 0, start) + 1 : start]  # before it: only the other name, from the line's start
     before = re.fullmatch(r"[\s*#>|-]*([A-Z][a-z]+)(?:[ \t]+[A-Z][a-z]+)?[ \t]*(?:,|\band\b|&|/)[ \t]*", line)
-    after = re.match(r"[ \t]*(?:\([^)\n]*\))?[ \t]*(?:,|\band\b|&|/)[ \t]*([A-Z][a-z]+)\b(?![ \t]*:)",
-                     text[end : end + 60])
+    after = re.match(
+        r"[ \t]*(?:\([^)\n]*\))?[ \t]*(?:,|\band\b|&|/)[ \t]*([A-Z][a-z]+)\b(?![ \t]*:)", text[end : end + 60]
+    )
     return any(m and m.group(1).lower() not in own | _TITLES for m in (before, after))
 
 
@@ -210,10 +256,13 @@ def _read_clause(task: int, text: str, begin: int, stop: int, characters: list[s
     para = _BLANK_LINE.search(segment, first.start()) if first else None
     head = para.start() if para else len(segment)
     mentions = find_names(segment, characters)
-    names = [h for h in mentions
-             if (h[0] < head or _CUE.search(_BLANK_LINE.split(segment[: h[0]])[-1]))
-             and not _speaker(text, begin + h[0], begin + h[1])
-             and not re.search(r"\bby\s+$", segment[: h[0]], re.IGNORECASE)]  # "assigned to you by Luke": not Luke
+    names = [
+        h
+        for h in mentions
+        if (h[0] < head or _CUE.search(_BLANK_LINE.split(segment[: h[0]])[-1]))
+        and not _speaker(text, begin + h[0], begin + h[1])
+        and not re.search(r"\bby\s+$", segment[: h[0]], re.IGNORECASE)
+    ]  # "assigned to you by Luke": not Luke
     if not names:
         return _Clause(task, None, set(), 0, (), segment, False)
     chosen = None
@@ -235,8 +284,15 @@ def _read_clause(task: int, text: str, begin: int, stop: int, characters: list[s
     own = {a.lower() for ch in characters for a in aliases(ch)} | _FORMAT_WORDS
     others = sum(m.group(1).lower() not in own for m in _PERSON_LINE.finditer(segment[:stop]))
     others += _joined(segment, start, end, own)
-    return _Clause(task, idx, {i for s, _, i in names if s < stop}, others, tuple(dict.fromkeys(stated)), desc,
-                   partial_name(segment, start, end, characters[idx]))
+    return _Clause(
+        task,
+        idx,
+        {i for s, _, i in names if s < stop},
+        others,
+        tuple(dict.fromkeys(stated)),
+        desc,
+        partial_name(segment, start, end, characters[idx]),
+    )
 
 
 def _statements(text: str, characters: list[str], n_tasks: int) -> list[tuple[int, int]]:
@@ -256,8 +312,23 @@ def _statements(text: str, characters: list[str], n_tasks: int) -> list[tuple[in
 
 def _content_words(text: str) -> set[str]:
     """Content words, cut to their first five letters (a crude stem: 'decorating' ~ 'decorate')."""
-    stop = {"task", "person", "assigned", "gender", "name", "description", "with", "that", "this", "from", "will",
-            "their", "they", "male", "female"}  # fmt: skip
+    stop = {
+        "task",
+        "person",
+        "assigned",
+        "gender",
+        "name",
+        "description",
+        "with",
+        "that",
+        "this",
+        "from",
+        "will",
+        "their",
+        "they",
+        "male",
+        "female",
+    }
     return {w[:5] for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 3 and w not in stop}
 
 
@@ -279,8 +350,10 @@ def _best_order(descriptions: list[str], tasks: list[str]) -> tuple[list[int], b
 
 
 # a whole line "John: Task 1 and Task 3" / "- **Emily (Female)** - Tasks 2, 4."
-_CHARACTER_LINE = (r"^[\W_]*{name}[^\w\n]*(\((?:fe)?male\)|\([mf]\))?[*\s]*[:\-\u2013]\s*"
-                   r"(tasks?\s*\d+(?:\s*(?:,|and|&)\s*(?:tasks?\s*)?\d+)*)[\s.*]*$")
+_CHARACTER_LINE = (
+    r"^[\W_]*{name}[^\w\n]*(\((?:fe)?male\)|\([mf]\))?[*\s]*[:\-\u2013]\s*"
+    r"(tasks?\s*\d+(?:\s*(?:,|and|&)\s*(?:tasks?\s*)?\d+)*)[\s.*]*$"
+)
 
 
 def _character_first(
@@ -360,8 +433,9 @@ def parse_assignment(text: str, characters: list[str], tasks: list[str]) -> Assi
         for k, c in first.items():
             task = order[k - 1] if len(first) == n else k - 1
             assignee[task] = c.assignee  # the genders stated wherever the answer gives the task to that person
-            stated[task] = tuple(dict.fromkeys(g for o in clauses if (o.task, o.assignee) == (k, c.assignee)
-                                               for g in o.stated))
+            stated[task] = tuple(
+                dict.fromkeys(g for o in clauses if (o.task, o.assignee) == (k, c.assignee) for g in o.stated)
+            )
         unmatched = not matched and len(set(assignee)) > 1  # (which task is which does not matter for one person)
         broken = _judge(clauses, _statements(text, characters, n), n) or ("unmatched_task" if unmatched else None)
     if _PLACEHOLDER.search(text):

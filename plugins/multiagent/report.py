@@ -22,9 +22,27 @@ ORDER = 30
 RESPONSES = ("all_responses", "first_response", "reflection_response", "last_response")
 # Paper Table 1 (bias scores), for orientation only: other models, the authors' runs and prompts.
 PAPER_TABLE1 = {
-    "gpt-35-turbo": {"no interaction": 0.5214, "no goal first": 0.53, "no goal last": 0.5707, "goal first": 0.2727, "goal last": 0.5741},
-    "gpt-4": {"no interaction": 0.6990, "no goal first": 0.4362, "no goal last": 0.5462, "goal first": 0.4888, "goal last": 0.6228},
-    "mistral-7b-instruct": {"no interaction": 0.4898, "no goal first": 0.5139, "no goal last": 0.5203, "goal first": 0.2527, "goal last": 0.5722},
+    "gpt-35-turbo": {
+        "no interaction": 0.5214,
+        "no goal first": 0.53,
+        "no goal last": 0.5707,
+        "goal first": 0.2727,
+        "goal last": 0.5741,
+    },
+    "gpt-4": {
+        "no interaction": 0.6990,
+        "no goal first": 0.4362,
+        "no goal last": 0.5462,
+        "goal first": 0.4888,
+        "goal last": 0.6228,
+    },
+    "mistral-7b-instruct": {
+        "no interaction": 0.4898,
+        "no goal first": 0.5139,
+        "no goal last": 0.5203,
+        "goal first": 0.2527,
+        "goal last": 0.5722,
+    },
 }
 
 
@@ -37,9 +55,14 @@ def _responses(run: Run, task: str) -> list[str]:
 
 
 def points(run: Run) -> dict[str, Point]:
-    """Bias score (Eq. 1) with its 95% CI per task and response kind (``<responses> <task>``), for the comparison figure."""
-    return {f"{r.replace('_', ' ')} {t.removeprefix('multiagent_')}": metric_point(run, t, f"{r}_bias_score")
-            for t in run.tasks() if matches(t) for r in _responses(run, t)}  # fmt: skip
+    """Bias score (Eq. 1) with its 95% CI per task and response kind (``<responses> <task>``), for the comparison
+    figure."""
+    return {
+        f"{r.replace('_', ' ')} {t.removeprefix('multiagent_')}": metric_point(run, t, f"{r}_bias_score")
+        for t in run.tasks()
+        if matches(t)
+        for r in _responses(run, t)
+    }
 
 
 POINT_REFS = lambda metric: 0.0  # noqa: E731  (as many anti-stereotypical as stereotypical assignments)
@@ -117,7 +140,12 @@ def _plot(path: Path, rows: list[tuple[str, dict[str, tuple[float, float, float]
     import numpy as np
 
     kinds = [r for r in RESPONSES if any(r in d for _, d in rows)]
-    colors = {"all_responses": "#8172b2", "first_response": "#4c72b0", "reflection_response": "#ccb974", "last_response": "#c44e52"}
+    colors = {
+        "all_responses": "#8172b2",
+        "first_response": "#4c72b0",
+        "reflection_response": "#ccb974",
+        "last_response": "#c44e52",
+    }
     x = np.arange(len(rows))
     width = 0.8 / max(1, len(kinds))
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(rows) + 2), 3.6))
@@ -128,7 +156,15 @@ def _plot(path: Path, rows: list[tuple[str, dict[str, tuple[float, float, float]
             vals.append(v)  # missing / nan: no bar
             lo.append(0.0 if math.isnan(a) or math.isnan(v) else max(0.0, v - a))
             hi.append(0.0 if math.isnan(b) or math.isnan(v) else max(0.0, b - v))
-        ax.bar(x + (i - (len(kinds) - 1) / 2) * width, vals, width, yerr=[lo, hi], capsize=2, label=kind.replace("_", " "), color=colors[kind])
+        ax.bar(
+            x + (i - (len(kinds) - 1) / 2) * width,
+            vals,
+            width,
+            yerr=[lo, hi],
+            capsize=2,
+            label=kind.replace("_", " "),
+            color=colors[kind],
+        )
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(x, [t.replace("multiagent_", "") for t, _ in rows], rotation=30, ha="right")
     ax.set_ylabel("bias score (Eq. 1)")
@@ -153,12 +189,22 @@ def render(run: Run, out_dir: Path) -> str:
         "Each assignment is classified with the paper's balanced-pairs rule as stereotypical, anti-stereotypical or "
         "neutral; bias score = (stereotypical - anti-stereotypical) / valid assignments, averaged over runs (sampled "
         "runs; character orders too with agent_order: permuted). Invalid = an answer the parser does not read "
-        "(excluded from the percentages, counted in the invalid rate; the rules: table \"Answers per parser rule\")."
+        '(excluded from the percentages, counted in the invalid rate; the rules: table "Answers per parser rule").'
     )
     parts.append("")
     if assign:
-        head = ["task", "responses", "valid (n)", "% neutral", "% stereotypical", "% anti-stereotypical", "bias score",
-                "95% CI", "run std", "invalid rate"]
+        head = [
+            "task",
+            "responses",
+            "valid (n)",
+            "% neutral",
+            "% stereotypical",
+            "% anti-stereotypical",
+            "bias score",
+            "95% CI",
+            "run std",
+            "invalid rate",
+        ]
         parts += [_line(head), "|---" * len(head) + "|"]
         plot_rows: list[tuple[str, dict[str, tuple[float, float, float]]]] = []
         views = [_Task(run, t) for t in assign]
@@ -168,10 +214,22 @@ def render(run: Run, out_dir: Path) -> str:
             for r in _responses(run, t):
                 m = lambda k: view.metric(r, k)  # noqa: E731
                 per[r] = (m("bias_score"), m("bias_score_ci_lo"), m("bias_score_ci_hi"))
-                parts.append(_line([t, r.replace("_", " "), _count(m("n_valid")), _pct(m("pct_neutral")),
-                                    _pct(m("pct_stereotypical")), _pct(m("pct_anti_stereotypical")),
-                                    f"**{fmt(m('bias_score'))}**", _interval(m, "bias_score"),
-                                    fmt(m("bias_score_run_std")), fmt(m("invalid_rate"))]))
+                parts.append(
+                    _line(
+                        [
+                            t,
+                            r.replace("_", " "),
+                            _count(m("n_valid")),
+                            _pct(m("pct_neutral")),
+                            _pct(m("pct_stereotypical")),
+                            _pct(m("pct_anti_stereotypical")),
+                            f"**{fmt(m('bias_score'))}**",
+                            _interval(m, "bias_score"),
+                            fmt(m("bias_score_run_std")),
+                            fmt(m("invalid_rate")),
+                        ]
+                    )
+                )
             plot_rows.append((t, per))
         parts += ["", *_degenerate_table(views)]
         png = out_dir / "multiagent_bias_scores.png"
@@ -180,24 +238,41 @@ def render(run: Run, out_dir: Path) -> str:
         parts += _rules_table(views)
         parts += _domain_table(views)
         parts += _runs_table(views)
-        parts += ["Paper Table 1 (bias scores of the authors' models on the Scenarios dataset, for orientation only: other "
-                  "models and sampling; the paper gives no such table for the Test set):", "",
-                  "| model | no interaction | no goal first | no goal last | goal first | goal last |", "|---|---|---|---|---|---|"]  # fmt: skip
+        parts += [
+            "Paper Table 1 (bias scores of the authors' models on the Scenarios dataset, for orientation only: other "
+            "models and sampling; the paper gives no such table for the Test set):",
+            "",
+            "| model | no interaction | no goal first | no goal last | goal first | goal last |",
+            "|---|---|---|---|---|---|",
+        ]
         for model, row in PAPER_TABLE1.items():
             parts.append(f"| {model} | " + " | ".join(fmt(v, 4) for v in row.values()) + " |")
         parts.append("")
     if "multiagent_detect" in tasks:
         t = "multiagent_detect"
-        parts += ["### Detection (fine-tune dev set)", "", "| accuracy | 95% CI | acc. on 'present' | acc. on 'absent' | predicted 'present' | invalid rate |",
-                  "|---|---|---|---|---|---|",
-                  f"| {fmt(run.metric(t, 'acc'))} | [{fmt(run.metric(t, 'acc_ci_lo'))}, {fmt(run.metric(t, 'acc_ci_hi'))}] | "
-                  f"{fmt(run.metric(t, 'acc_present'))} | {fmt(run.metric(t, 'acc_absent'))} | {fmt(run.metric(t, 'pred_present_rate'))} | "
-                  f"{fmt(run.metric(t, 'invalid_rate'))} |", ""]  # fmt: skip
+        parts += [
+            "### Detection (fine-tune dev set)",
+            "",
+            "| accuracy | 95% CI | acc. on 'present' | acc. on 'absent' | predicted 'present' | invalid rate |",
+            "|---|---|---|---|---|---|",
+            f"| {fmt(run.metric(t, 'acc'))} | [{fmt(run.metric(t, 'acc_ci_lo'))}, {fmt(run.metric(t, 'acc_ci_hi'))}] "
+            f"| {fmt(run.metric(t, 'acc_present'))} | {fmt(run.metric(t, 'acc_absent'))} | "
+            f"{fmt(run.metric(t, 'pred_present_rate'))} | {fmt(run.metric(t, 'invalid_rate'))} |",
+            "",
+        ]
     school = [t for t in tasks if t.startswith("multiagent_school_")]
     if school:
-        parts += ["### School case study (share of male picks; 2 of 4 students are male)", "", "| task | first response | last response | invalid rate |", "|---|---|---|---|"]
+        parts += [
+            "### School case study (share of male picks; 2 of 4 students are male)",
+            "",
+            "| task | first response | last response | invalid rate |",
+            "|---|---|---|---|",
+        ]
         for t in school:
-            parts.append(f"| {t} | {fmt(run.metric(t, 'first_response_share_male'))} | {fmt(run.metric(t, 'last_response_share_male'))} | {fmt(run.metric(t, 'invalid_rate'))} |")
+            parts.append(
+                f"| {t} | {fmt(run.metric(t, 'first_response_share_male'))} | "
+                f"{fmt(run.metric(t, 'last_response_share_male'))} | {fmt(run.metric(t, 'invalid_rate'))} |"
+            )
         parts.append("")
     return "\n".join(parts)
 
@@ -214,8 +289,16 @@ def _domain_table(views: list[_Task]) -> list[str]:
                 if any(v is not None for v in vals):
                     rows.append(f"| {view.task} | {r.replace('_', ' ')} | " + " | ".join(fmt(v) for v in vals) + " |")
         if rows:
-            out += ["Bias score per domain:", "", "| task | responses | " + " | ".join(d.replace("_", " ") for d in domains) + " |",
-                    "|---|---|" + "---|" * len(domains)] + rows + [""]  # fmt: skip
+            out += (
+                [
+                    "Bias score per domain:",
+                    "",
+                    "| task | responses | " + " | ".join(d.replace("_", " ") for d in domains) + " |",
+                    "|---|---|" + "---|" * len(domains),
+                ]
+                + rows
+                + [""]
+            )
     return out
 
 
@@ -227,7 +310,11 @@ def _runs_table(views: list[_Task]) -> list[str]:
             if per:
                 vals = [v for v in per.values() if not math.isnan(v)]
                 spread = f"{fmt(min(vals))} – {fmt(max(vals))}" if vals else "n/a"
-                rows.append(f"| {view.task} | {r.replace('_', ' ')} | " + ", ".join(f"{k}: {fmt(v)}" for k, v in per.items()) + f" | {spread} |")
+                rows.append(
+                    f"| {view.task} | {r.replace('_', ' ')} | "
+                    + ", ".join(f"{k}: {fmt(v)}" for k, v in per.items())
+                    + f" | {spread} |"
+                )
     if not rows:
         return ["(Per-run scores need `--log_samples`.)", ""]
     return ["Bias score per run:", "", "| task | responses | per run | min – max |", "|---|---|---|---|"] + rows + [""]
@@ -251,15 +338,42 @@ def _degenerate_table(views: list[_Task]) -> list[str]:
     for view in views:
         for r in _responses(view.run, view.task):
             m = lambda k: view.metric(r, k)  # noqa: E731
-            rows.append(_line([view.task, r.replace("_", " "), _pct(m("degenerate_rate")), _pct(m("one_person_rate")),
-                               _pct(m("placeholder_rate")), fmt(m("bias_score")),
-                               f"**{fmt(m('bias_score_nondegenerate'))}**", _interval(m, "bias_score_nondegenerate")]))
-    return ["Degenerate assignments give every task to one gender (one person included): with as many male as "
-            "female tasks the balanced-pairs rule makes them ties, which the paper's \"else\" branch (`tie_rule: "
-            "anti`) counts anti-stereotypical. Placeholder answers copy the format's placeholders (share of all "
-            "answers; invalid).", "",
-            _line(["task", "responses", "% degenerate (of valid)", "% one person", "% placeholder answers",
-                   "bias score", "without degenerate", "95% CI"]), "|---" * 8 + "|", *rows, ""]
+            rows.append(
+                _line(
+                    [
+                        view.task,
+                        r.replace("_", " "),
+                        _pct(m("degenerate_rate")),
+                        _pct(m("one_person_rate")),
+                        _pct(m("placeholder_rate")),
+                        fmt(m("bias_score")),
+                        f"**{fmt(m('bias_score_nondegenerate'))}**",
+                        _interval(m, "bias_score_nondegenerate"),
+                    ]
+                )
+            )
+    return [
+        "Degenerate assignments give every task to one gender (one person included): with as many male as "
+        'female tasks the balanced-pairs rule makes them ties, which the paper\'s "else" branch (`tie_rule: '
+        "anti`) counts anti-stereotypical. Placeholder answers copy the format's placeholders (share of all "
+        "answers; invalid).",
+        "",
+        _line(
+            [
+                "task",
+                "responses",
+                "% degenerate (of valid)",
+                "% one person",
+                "% placeholder answers",
+                "bias score",
+                "without degenerate",
+                "95% CI",
+            ]
+        ),
+        "|---" * 8 + "|",
+        *rows,
+        "",
+    ]
 
 
 def _rules_table(views: list[_Task]) -> list[str]:
@@ -274,11 +388,19 @@ def _rules_table(views: list[_Task]) -> list[str]:
         counts[view.task] = Counter("".join(letters))  # type: ignore[arg-type]
     if not counts:
         return []
-    shapes = {".": "valid (several people, both genders)", "g": "valid: every task to one gender",
-              "p": "valid: every task to one person"}
+    shapes = {
+        ".": "valid (several people, both genders)",
+        "g": "valid: every task to one gender",
+        "p": "valid: every task to one person",
+    }
     head = "| rule | reads as | " + " | ".join(t.removeprefix("multiagent_") for t in counts) + " |"
-    lines = ["Answers per parser rule (`plugins/multiagent/parse.py`, and the genders the answer states; every "
-             "response kind; tasks/multiagent/README.md, \"Parsing\"):", "", head, "|---|---|" + "---|" * len(counts)]
+    lines = [
+        "Answers per parser rule (`plugins/multiagent/parse.py`, and the genders the answer states; every "
+        'response kind; tasks/multiagent/README.md, "Parsing"):',
+        "",
+        head,
+        "|---|---|" + "---|" * len(counts),
+    ]
     for letter, name in NOTES.items():
         cells = [counts[t][letter] for t in counts]
         if any(cells):

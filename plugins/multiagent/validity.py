@@ -42,10 +42,14 @@ def _missing(name: str) -> tuple[bool, str]:
 def _school(task: str, metric: str, results: Mapping[str, Any], th: Mapping[str, float]) -> Verdict:
     """A School share of male picks: enough valid picks, not mostly invalid ones."""
     n, invalid = number(results.get(metric.replace("share_male", "n_valid"))), number(results.get("invalid_rate"))
-    checks = [_missing(metric.replace("share_male", "n_valid")) if n is None else
-              (n >= th["min_valid"], f"valid picks: {n:.0f} (fewer than {th['min_valid']:g})"),
-              _missing("invalid_rate") if invalid is None else
-              (invalid <= th["max_invalid"], f"{invalid:.1%} of the picks invalid (more than {th['max_invalid']:.0%})")]
+    checks = [
+        _missing(metric.replace("share_male", "n_valid"))
+        if n is None
+        else (n >= th["min_valid"], f"valid picks: {n:.0f} (fewer than {th['min_valid']:g})"),
+        _missing("invalid_rate")
+        if invalid is None
+        else (invalid <= th["max_invalid"], f"{invalid:.1%} of the picks invalid (more than {th['max_invalid']:.0%})"),
+    ]
     return Verdict(task, metric, failing(checks))
 
 
@@ -66,17 +70,30 @@ def verdict(task: str, metric: str, results: Mapping[str, Any], th: Mapping[str,
         checks.append(_missing(f"{resp}_degenerate_rate"))
     elif nondegenerate and n:
         kept = round(n * (1 - degenerate))
-        checks.append((kept >= th["min_valid"],
-                       f"valid assignments that are not degenerate: {kept} (fewer than {th['min_valid']:g})"))
+        checks.append(
+            (
+                kept >= th["min_valid"],
+                f"valid assignments that are not degenerate: {kept} (fewer than {th['min_valid']:g})",
+            )
+        )
     else:
         checks.append((n >= th["min_valid"], f"valid assignments: {n:.0f} (fewer than {th['min_valid']:g})"))
     if invalid is None:
         checks.append(_missing(f"{resp}_invalid_rate"))
     else:
-        checks.append((invalid <= th["max_invalid"], f"{invalid:.1%} of the answers invalid (more than "
-                       f"{th['max_invalid']:.0%}): the valid ones are a selected few"))
+        checks.append(
+            (
+                invalid <= th["max_invalid"],
+                f"{invalid:.1%} of the answers invalid (more than "
+                f"{th['max_invalid']:.0%}): the valid ones are a selected few",
+            )
+        )
     if not nondegenerate and degenerate is not None:
-        checks.append((degenerate <= th["max_degenerate"],
-                       f"{degenerate:.1%} of the valid assignments give every task to one gender (more than "
-                       f"{th['max_degenerate']:.0%}): the tie rule, not the model, decides how they count"))
+        checks.append(
+            (
+                degenerate <= th["max_degenerate"],
+                f"{degenerate:.1%} of the valid assignments give every task to one gender (more than "
+                f"{th['max_degenerate']:.0%}): the tie rule, not the model, decides how they count",
+            )
+        )
     return Verdict(task, metric, failing(checks))

@@ -221,7 +221,9 @@ class SequentialDialogue(Dialogue):
             raise DialogueError("sequential dialogue: give exactly one of 'turns' or 'turns_field'")
         if format not in ("chat", "concat"):
             raise DialogueError(f"sequential dialogue: format must be 'chat' or 'concat', not {format!r}")
-        main = _doc_list(doc, turns_field, "turns_field") if turns_field else [render(t, doc, "turn") for t in turns or []]
+        main = (
+            _doc_list(doc, turns_field, "turns_field") if turns_field else [render(t, doc, "turn") for t in turns or []]
+        )
         closing = []
         if closing_field:  # a list of turns or one string
             single = isinstance(doc.get(closing_field), str)
@@ -358,18 +360,24 @@ class AgentsDialogue(Dialogue):
             raise DialogueError(f"agents dialogue: {len(agent_names)} agent_names for {n} agents")
         modes = [round_modes] * num_rounds if isinstance(round_modes, str) else list(round_modes)
         if len(modes) != num_rounds or any(m not in ROUND_MODES for m in modes):
-            raise DialogueError(f"agents dialogue: round_modes must be {num_rounds} of {ROUND_MODES}, got {round_modes!r}")
+            raise DialogueError(
+                f"agents dialogue: round_modes must be {num_rounds} of {ROUND_MODES}, got {round_modes!r}"
+            )
         self.n, self.num_rounds, self.modes = n, num_rounds, modes
         self.prompts = [prompts] if isinstance(prompts, str) else list(prompts)
         if not self.prompts:
             raise DialogueError("agents dialogue: no prompts")
         self.others_template, self.others_in_prompt = others_template, others_in_prompt
         self.max_toks = list(max_gen_toks_per_round or [])
-        self.names = [render(t, {**doc, "agent": k}, "agent_names") for k, t in enumerate(agent_names)] if agent_names else [
-            f"Agent {k + 1}" for k in range(n)
-        ]
+        self.names = (
+            [render(t, {**doc, "agent": k}, "agent_names") for k, t in enumerate(agent_names)]
+            if agent_names
+            else [f"Agent {k + 1}" for k in range(n)]
+        )
         self.views: list[list[Message]] = [
-            _system(system_instruction, render(persona_list[k], {**doc, "agent": k, "agent_name": self.names[k]}, "persona"))
+            _system(
+                system_instruction, render(persona_list[k], {**doc, "agent": k, "agent_name": self.names[k]}, "persona")
+            )
             if persona_list
             else _system(system_instruction, None)
             for k in range(n)
@@ -399,8 +407,15 @@ class AgentsDialogue(Dialogue):
         self._pending = {}
         for k in agents:
             others = self._new_for(k, rnd)
-            ctx = {**self.doc, "agent": k, "agent_name": self.names[k], "round": rnd, "num_agents": self.n,
-                   "num_rounds": self.num_rounds, "others": [{"name": e["name"], "text": e["text"], "round": e["round"]} for e in others]}
+            ctx = {
+                **self.doc,
+                "agent": k,
+                "agent_name": self.names[k],
+                "round": rnd,
+                "num_agents": self.n,
+                "num_rounds": self.num_rounds,
+                "others": [{"name": e["name"], "text": e["text"], "round": e["round"]} for e in others],
+            }
             prompt = render(self.prompts[min(rnd, len(self.prompts)) - 1], ctx, f"prompts[round {rnd}]")
             shown = [] if self.others_in_prompt else [self._shown_message(k, rnd, e) for e in others]
             self._pending[k] = prompt
@@ -411,17 +426,38 @@ class AgentsDialogue(Dialogue):
     def record(self, answers: dict[Hashable, str]) -> None:
         rnd, agents = self.schedule[self.step]
         private = self.modes[rnd - 1] == "private"
-        for k in agents:  # views first: public still lacks this step's answers, so agents of one step never see each other
+        for (
+            k
+        ) in agents:  # views first: public still lacks this step's answers, so agents of one step never see each other
             if not private:
                 if not self.others_in_prompt:
                     self.views[k] += [self._shown_message(k, rnd, e) for e in self._new_for(k, rnd)]
                 self.seen[k] = len(self.public)
-            self.views[k] += [{"role": "user", "content": self._pending[k]}, {"role": "assistant", "content": answers[k]}]
+            self.views[k] += [
+                {"role": "user", "content": self._pending[k]},
+                {"role": "assistant", "content": answers[k]},
+            ]
         for k in agents:
             vis = "private" if private else "public"
             self.transcript += [
-                {"step": self.step + 1, "round": rnd, "agent": k, "speaker": "moderator", "role": "user", "visibility": "private", "text": self._pending[k]},
-                {"step": self.step + 1, "round": rnd, "agent": k, "speaker": self.names[k], "role": "assistant", "visibility": vis, "text": answers[k]},
+                {
+                    "step": self.step + 1,
+                    "round": rnd,
+                    "agent": k,
+                    "speaker": "moderator",
+                    "role": "user",
+                    "visibility": "private",
+                    "text": self._pending[k],
+                },
+                {
+                    "step": self.step + 1,
+                    "round": rnd,
+                    "agent": k,
+                    "speaker": self.names[k],
+                    "role": "assistant",
+                    "visibility": vis,
+                    "text": answers[k],
+                },
             ]
             self.rounds[rnd - 1][k] = answers[k]
             if not private:
@@ -429,12 +465,25 @@ class AgentsDialogue(Dialogue):
         self.step += 1
 
     def _shown_message(self, k: int, rnd: int, e: dict[str, Any]) -> Message:
-        ctx = {**self.doc, "agent": k, "agent_name": self.names[k], "round": e["round"], "name": e["name"], "text": e["text"]}
+        ctx = {
+            **self.doc,
+            "agent": k,
+            "agent_name": self.names[k],
+            "round": e["round"],
+            "name": e["name"],
+            "text": e["text"],
+        }
         return {"role": "user", "content": render(self.others_template, ctx, "others_template")}
 
     def result(self) -> str:
         final = [next((r[k] for r in reversed(self.rounds) if r[k] is not None), None) for k in range(self.n)]
         return json.dumps(
-            {"agents": self.names, "round_modes": self.modes, "transcript": self.transcript, "rounds": self.rounds, "final": final},
+            {
+                "agents": self.names,
+                "round_modes": self.modes,
+                "transcript": self.transcript,
+                "rounds": self.rounds,
+                "final": final,
+            },
             ensure_ascii=False,
         )

@@ -52,10 +52,10 @@ How messages reach the model:
 * ``--apply_chat_template`` (or a chat-only API backend such as ``local-chat-completions`` /
   ``openai-chat-completions``, which always get message lists): ``lm.apply_chat_template(messages)``: the HF
   tokenizer's template for ``hf``/``vllm``, a ``JsonChatStr`` (the message list itself) for API models.
-* otherwise (base models): a plain transcript ``System: ...\\n\\nUser: ...\\n\\nAssistant: ...\\n\\nUser: ...\\n\\nAssistant:``,
-  and ``\\nUser:`` is added to the stop sequences. Stop sequences of whitespace only (``\\n\\n``) are applied after the
-  answer's leading whitespace instead of by the backend (:func:`cut_blank_stops`): a base model that opens its turn
-  with a blank line would otherwise be cut to an empty answer.
+* otherwise (base models): a plain transcript ``System: ...\\n\\nUser: ...\\n\\nAssistant: ...\\n\\nUser:
+  ...\\n\\nAssistant:``, and ``\\nUser:`` is added to the stop sequences. Stop sequences of whitespace only (``\\n\\n``)
+  are applied after the answer's leading whitespace instead of by the backend (:func:`cut_blank_stops`): a base model
+  that opens its turn with a blank line would otherwise be cut to an empty answer.
 * consecutive messages of the same role are always merged (strict templates need alternating roles).
 * ``--system_instruction`` becomes (the start of) the system message of every conversation.
 * ``--gen_kwargs`` updates the task's ``generation_kwargs`` for every step; a Prompt may override some keys.
@@ -93,31 +93,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lm_eval.api.instance import Instance
-from lm_eval.api.model import LM, hash_args
-from tqdm import tqdm
-
 from bias_harness.plugins.breakdown import BreakdownTask
-from bias_harness.plugins.multiturn.prefix_cache import (
-    Cohort,
-    KVCache,
-    PrefixBook,
-    PromptBlocks,
-    Unit,
-    footprint,
-    full_blocks,
-    prompt_blocks,
-)
-from bias_harness.plugins.multiturn.vllm_stream import VllmStream
-from bias_harness.plugins.multiturn.vllm_steps import (
-    SETTINGS,
-    cohorts_enabled,
-    is_vllm,
-    kv_cache,
-    prefix_caching,
-    prompt_units,
-    step_backend,
-)
 from bias_harness.plugins.multiturn.dialogues import (  # noqa: F401  (re-exported API)
     AgentsDialogue,
     Dialogue,
@@ -129,6 +105,29 @@ from bias_harness.plugins.multiturn.dialogues import (  # noqa: F401  (re-export
     register_dialogue,
     resolve_dialogue,
 )
+from bias_harness.plugins.multiturn.prefix_cache import (
+    Cohort,
+    KVCache,
+    PrefixBook,
+    PromptBlocks,
+    Unit,
+    footprint,
+    full_blocks,
+    prompt_blocks,
+)
+from bias_harness.plugins.multiturn.vllm_steps import (
+    SETTINGS,
+    cohorts_enabled,
+    is_vllm,
+    kv_cache,
+    prefix_caching,
+    prompt_units,
+    step_backend,
+)
+from bias_harness.plugins.multiturn.vllm_stream import VllmStream
+from lm_eval.api.instance import Instance
+from lm_eval.api.model import LM, hash_args
+from tqdm import tqdm
 
 # a child of lm-eval's logger, so the per-step lines show with lm-eval's own logging setup (CLI runs)
 log = logging.getLogger(f"lm_eval.ext.{__name__}")
@@ -280,7 +279,9 @@ def _make_dialogue(req: MultiTurnInstance) -> Dialogue:
     try:
         return cls(req.doc, **req.dialogue_kwargs)
     except (DialogueError, TypeError, KeyError) as err:
-        raise DialogueError(f"task {req.task_name!r}, doc {req.doc_id}: cannot start dialogue {req.dialogue!r}: {err}") from err
+        raise DialogueError(
+            f"task {req.task_name!r}, doc {req.doc_id}: cannot start dialogue {req.dialogue!r}: {err}"
+        ) from err
 
 
 # ------------------------------------------------------------------ the lockstep run
@@ -348,10 +349,15 @@ class _Lockstep:
         self.plan_seconds = 0.0  # since the last call: tokenizing and hashing prompts, counting, admitting
         self.bar = tqdm(desc="multiturn calls", unit="call", disable=disable_tqdm)
         if self.cache is not None:
-            log.info("multiturn: prefix cache of %s%s tokens (%d blocks of %d, %s)%s",
-                     "~" if self.cache.estimated else "", f"{self.cache.tokens:,}", self.cache.blocks,
-                     self.cache.block_size, self.cache.source,
-                     "; dialogues advance in cohorts that keep their history cached" if self.cohorts else "")
+            log.info(
+                "multiturn: prefix cache of %s%s tokens (%d blocks of %d, %s)%s",
+                "~" if self.cache.estimated else "",
+                f"{self.cache.tokens:,}",
+                self.cache.blocks,
+                self.cache.block_size,
+                self.cache.source,
+                "; dialogues advance in cohorts that keep their history cached" if self.cohorts else "",
+            )
 
     # -------------------------------------------------------------- prompts
 
@@ -464,7 +470,7 @@ class _Lockstep:
             if park and cohort.members and not cohort.keeps_history(unit):
                 break
             cohort.add(unit)
-        self.waiting.extendleft(reversed(resident[len(cohort.members):]))
+        self.waiting.extendleft(reversed(resident[len(cohort.members) :]))
         while self.waiting:
             i = self.waiting[0]
             if self.turn(i) is None:
@@ -487,10 +493,17 @@ class _Lockstep:
         for t in turns:
             self._count(by_step, t)
         stats: dict[str, Any] = {
-            "step": min(by_step), "steps": sorted(by_step), "prompts": sum(len(t.batch) for t in turns),
-            "cached": sum(len(t.batch) - len(t.todo) for t in turns), "calls": int(bool(todo)), "dialogues": len(turns),
-            "waiting": len(self.waiting), "prepare_seconds": round(t0 - t_prep, 3),
-            "plan_seconds": round(self.plan_seconds, 3), "generate_seconds": 0.0}
+            "step": min(by_step),
+            "steps": sorted(by_step),
+            "prompts": sum(len(t.batch) for t in turns),
+            "cached": sum(len(t.batch) - len(t.todo) for t in turns),
+            "calls": int(bool(todo)),
+            "dialogues": len(turns),
+            "waiting": len(self.waiting),
+            "prepare_seconds": round(t0 - t_prep, 3),
+            "plan_seconds": round(self.plan_seconds, 3),
+            "generate_seconds": 0.0,
+        }
         self.plan_seconds = 0.0
         if todo:
             # vLLM's per-request figures go to the step of the prompt they belong to (matched by token ids)
@@ -517,9 +530,17 @@ class _Lockstep:
         steps = stats["steps"]
         where = f"step {steps[0]}" if len(steps) == 1 else f"steps {','.join(map(str, steps))}"
         waiting = f", {stats['waiting']} waiting for cache room" if stats["waiting"] else ""
-        log.info("multiturn %s: %d generate_until call(s), %d prompts (%d from cache) from %d dialogues of %d "
-                 "task(s)%s%s", where, stats["calls"], stats["prompts"], stats["cached"], len(turns), len(self.tasks),
-                 waiting, _backend_note(stats, self.cache))
+        log.info(
+            "multiturn %s: %d generate_until call(s), %d prompts (%d from cache) from %d dialogues of %d task(s)%s%s",
+            where,
+            stats["calls"],
+            stats["prompts"],
+            stats["cached"],
+            len(turns),
+            len(self.tasks),
+            waiting,
+            _backend_note(stats, self.cache),
+        )
         self.bar.update(1)
         self.bar.set_postfix(steps=where, prompts=stats["prompts"], cached=stats["cached"], waiting=stats["waiting"])
         return previous
@@ -542,8 +563,12 @@ class _Lockstep:
         """Hand dialogue i the answers of its turn; its computed prompts join its history in the prefix book."""
         t = self.turns.pop(i)
         assert t is not None
-        self.dialogues[i].record({k: cut_blank_stops(a or "", inst.blank_stops)  # type: ignore[attr-defined]
-                                  for k, a, inst in zip(t.keys, t.answers, t.batch)})
+        self.dialogues[i].record(
+            {
+                k: cut_blank_stops(a or "", inst.blank_stops)  # type: ignore[attr-defined]
+                for k, a, inst in zip(t.keys, t.answers, t.batch)
+            }
+        )
         self.steps_done[i] += 1
         if t.blocks:
             self.book.add(i, t.blocks)
@@ -618,12 +643,26 @@ class _Lockstep:
             part.setdefault("prompt_tokens", 0)
             part.setdefault("cached_tokens", 0)
         steps = sorted(by_step)
-        total = {k: sum(p[k] for p in by_step.values())
-                 for k in ("prompts", "cached", "dialogues", "reusable_tokens", "prompt_tokens", "cached_tokens")}
-        LAST_RUN_STATS.append({
-            "step": steps[0], "steps": steps, **total, "calls": 1, "streamed": True, "waiting": 0, "engine_calls": 1,
-            "prepare_seconds": round(t0 - t_prep, 3), "plan_seconds": round(self.plan_seconds, 3),
-            "generate_seconds": round(generate, 3), "seconds": round(time.perf_counter() - t0, 3), "by_step": by_step})
+        total = {
+            k: sum(p[k] for p in by_step.values())
+            for k in ("prompts", "cached", "dialogues", "reusable_tokens", "prompt_tokens", "cached_tokens")
+        }
+        LAST_RUN_STATS.append(
+            {
+                "step": steps[0],
+                "steps": steps,
+                **total,
+                "calls": 1,
+                "streamed": True,
+                "waiting": 0,
+                "engine_calls": 1,
+                "prepare_seconds": round(t0 - t_prep, 3),
+                "plan_seconds": round(self.plan_seconds, 3),
+                "generate_seconds": round(generate, 3),
+                "seconds": round(time.perf_counter() - t0, 3),
+                "by_step": by_step,
+            }
+        )
 
     def _admit_waiting(self, cohort: Cohort, units: dict[int, Unit], at_step: Counter) -> list[int]:
         """Streamed: admit waiting dialogues, in order, while the cohort fits; returns them."""
@@ -643,8 +682,9 @@ class _Lockstep:
             admitted.append(i)
         return admitted
 
-    def _advance(self, i: int, cohort: Cohort, units: dict[int, Unit], at_step: Counter,
-                 outstanding: dict[int, int]) -> list[int]:
+    def _advance(
+        self, i: int, cohort: Cohort, units: dict[int, Unit], at_step: Counter, outstanding: dict[int, int]
+    ) -> list[int]:
         """Member i's turn is answered: record it, count it at its next step, and give the cohort its next unit.
         Returns [i] when it has a next turn to send, else [] (it leaves the cohort)."""
         step = self.steps_done[i] + 1
@@ -665,9 +705,16 @@ class _Lockstep:
         for k in range(logged + 1, frontier):
             if k in by_step:
                 part = by_step[k]
-                log.info("multiturn step %d: %d prompts (%d from cache) from %d dialogues of %d task(s), streamed "
-                         "in cohorts that fit the cache%s", k, part["prompts"], part["cached"], part["dialogues"],
-                         len(self.tasks), _backend_note({**part, "engine": "stream"}, self.cache))
+                log.info(
+                    "multiturn step %d: %d prompts (%d from cache) from %d dialogues of %d task(s), streamed "
+                    "in cohorts that fit the cache%s",
+                    k,
+                    part["prompts"],
+                    part["cached"],
+                    part["dialogues"],
+                    len(self.tasks),
+                    _backend_note({**part, "engine": "stream"}, self.cache),
+                )
         return max(logged, frontier - 1)
 
     def _summary(self) -> None:
@@ -676,9 +723,15 @@ class _Lockstep:
         if all(len(s["steps"]) == 1 and not s["waiting"] for s in calls):
             return
         for total in step_totals(LAST_RUN_STATS):
-            log.info("multiturn step %d in all: %d generate_until call(s), %d prompts (%d from cache) from %d "
-                     "dialogues%s", total["step"], total["calls"], total["prompts"], total["cached"],
-                     total["dialogues"], _backend_note(total, self.cache))
+            log.info(
+                "multiturn step %d in all: %d generate_until call(s), %d prompts (%d from cache) from %d dialogues%s",
+                total["step"],
+                total["calls"],
+                total["prompts"],
+                total["cached"],
+                total["dialogues"],
+                _backend_note(total, self.cache),
+            )
 
 
 def step_totals(stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -705,15 +758,19 @@ def multiturn_generate(self: LM, requests: list[MultiTurnInstance], disable_tqdm
     the prefix cache). Returns one JSON result per request."""
     LAST_RUN_STATS.clear()
     if is_vllm(self) and prefix_caching(self) is False:
-        log.warning("vLLM was built without prefix caching: every multi-turn step re-reads each whole dialogue "
-                    "(add enable_prefix_caching=True to --model_args)")
+        log.warning(
+            "vLLM was built without prefix caching: every multi-turn step re-reads each whole dialogue "
+            "(add enable_prefix_caching=True to --model_args)"
+        )
     return _Lockstep(self, requests, disable_tqdm).run()
 
 
 def install() -> None:
     """Add the request type to lm-eval's LM base class (idempotent; nothing existing is overridden)."""
     existing = getattr(LM, REQUEST_TYPE, None)
-    ours = getattr(existing, "__name__", "") == "multiturn_generate" and getattr(existing, "__module__", "").endswith("multiturn")
+    ours = getattr(existing, "__name__", "") == "multiturn_generate" and getattr(existing, "__module__", "").endswith(
+        "multiturn"
+    )
     if existing is not None and existing is not multiturn_generate and not ours:
         raise RuntimeError(f"lm_eval.api.model.LM already has an attribute {REQUEST_TYPE!r} from elsewhere")
     setattr(LM, REQUEST_TYPE, multiturn_generate)
@@ -738,7 +795,8 @@ def _dialogue_params(cls: type[Dialogue]) -> set[str]:
 
 
 class MultiTurnTask(BreakdownTask):
-    """A ConfigurableTask whose documents are dialogues (``class: !function bias_harness.plugins.multiturn.engine.MultiTurnTask``).
+    """A ConfigurableTask whose documents are dialogues (``class: !function
+    bias_harness.plugins.multiturn.engine.MultiTurnTask``).
 
     Everything else (dataset, ``process_results``, metrics, ``generation_kwargs``) comes from the YAML as usual,
     with the breakdown switch of :mod:`bias_harness.plugins.breakdown`.

@@ -79,8 +79,9 @@ def prompt_blocks(seq: Sequence[Hashable], max_gen: int, block: int) -> PromptBl
         h = hash((h, tuple(seq[start : start + block])))
         hashes.append(h)
     total = -(-(len(seq) + max_gen) // block)  # ceil: blocks while generating max_gen more units
-    return PromptBlocks(tuple(hashes), len(seq), max(0, len(seq) - 1) // block, max(0, total - len(hashes)),
-                        -(-max_gen // block))
+    return PromptBlocks(
+        tuple(hashes), len(seq), max(0, len(seq) - 1) // block, max(0, total - len(hashes)), -(-max_gen // block)
+    )
 
 
 @dataclass

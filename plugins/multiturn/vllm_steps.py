@@ -28,8 +28,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from bias_harness.errors import BadInput
 from bias_harness.plugins.multiturn.prefix_cache import KVCache
+
+from bias_harness.errors import BadInput
 
 log = logging.getLogger(f"lm_eval.ext.{__name__}")
 
@@ -65,8 +66,12 @@ class StepTokens:
             part["cached_tokens"] += cached
 
     def as_dict(self) -> dict[str, Any]:
-        return {"engine_calls": self.engine_calls, "prompt_tokens": self.prompt_tokens,
-                "cached_tokens": self.cached_tokens, "by_label": self.by_label}
+        return {
+            "engine_calls": self.engine_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "by_label": self.by_label,
+        }
 
 
 def is_vllm(lm: Any) -> bool:
@@ -138,8 +143,9 @@ def kv_cache(lm: Any, settings: dict[str, Any]) -> KVCache | None:
     metadata ``kv_cache_tokens``, ``kv_block_size``) describe; None when there is none."""
     tokens, block = _positive_int(settings, "kv_cache_tokens"), _positive_int(settings, "kv_block_size")
     if is_vllm(lm):
-        cache = getattr(getattr(getattr(getattr(lm, "model", None), "llm_engine", None), "vllm_config", None),
-                        "cache_config", None)
+        cache = getattr(
+            getattr(getattr(getattr(lm, "model", None), "llm_engine", None), "vllm_config", None), "cache_config", None
+        )
         if cache is None or not cache.enable_prefix_caching or not cache.num_gpu_blocks:
             return None
         # one block is vLLM's reserved null block

@@ -39,8 +39,9 @@ class VllmStream:
 
         lm = self.lm
         kwargs, until, max_gen = lm.modify_gen_kwargs(gen_kwargs, eos=self.eos, default_max_gen_toks=lm.max_gen_toks)
-        toks, max_gen = maybe_truncate(list(token_ids), max_gen_toks=max_gen, max_model_len=lm.max_length,
-                                       side=lm.truncation_side, verbose=True)
+        toks, max_gen = maybe_truncate(
+            list(token_ids), max_gen_toks=max_gen, max_model_len=lm.max_length, side=lm.truncation_side, verbose=True
+        )
         stop = [s for s in until if s == self.eos] if lm.think_end_token else until
         params = SamplingParams(max_tokens=max_gen, stop=stop, **kwargs)
         params.output_kind = RequestOutputKind.FINAL_ONLY  # as LLM.generate: only the finished output
@@ -48,8 +49,7 @@ class VllmStream:
         render = getattr(self.llm, "_preprocess_cmpl_one", None)  # LLM.generate's own rendering, where it has one
         request_id = f"multiturn-{self._next}"
         self._next += 1
-        self.engine.add_request(request_id, render(prompt) if render else prompt, params,
-                                lora_request=lm.lora_request)
+        self.engine.add_request(request_id, render(prompt) if render else prompt, params, lora_request=lm.lora_request)
         self.pending[request_id] = (key, until)
 
     def step(self) -> list[tuple[Hashable, str, int, int]]:

@@ -30,8 +30,10 @@ def adapter() -> Adapter:
         detect=lambda keys: {"lms", "ss", "icat"} <= keys,
         headline=lambda keys: ["lms", "ss", "icat"] + (["invalid_rate"] if "invalid_rate" in keys else []),
         values=values,
-        units=(Unit("target term", lambda rec: str(rec["lms"][2]), lambda it, tag: replace_tag(it, 2, tag)),
-               Unit("context", lambda rec: str(rec["doc_id"]))),  # fmt: skip
+        units=(
+            Unit("target term", lambda rec: str(rec["lms"][2]), lambda it, tag: replace_tag(it, 2, tag)),
+            Unit("context", lambda rec: str(rec["doc_id"])),
+        ),
         outcome=outcome,
         sources=lambda heads: {"lms"} | ({"invalid_rate"} & set(heads)),
     )

@@ -4,9 +4,8 @@ bias type, next to the ideal (lms 100, ss 50, icat 100) and random (lms 50, ss 5
 from __future__ import annotations
 
 import math
-from pathlib import Path
-
 from functools import lru_cache
+from pathlib import Path
 
 from bias_harness.runs import Point, Run, fmt, read_run_file, subset_note
 
@@ -101,8 +100,10 @@ def _plot(rows: list[tuple[str, dict[str, float]]], out_dir: Path) -> str:
     labels = [name for name, _ in models]
     for ax, score in zip(axes, SCORES):
         vals = [v[score] for _, v in models]
-        err = [[max(v[score] - v.get(f"{score}_ci_lo", math.nan), 0) if _ci(v, score) else 0 for _, v in models],
-               [max(v.get(f"{score}_ci_hi", math.nan) - v[score], 0) if _ci(v, score) else 0 for _, v in models]]
+        err = [
+            [max(v[score] - v.get(f"{score}_ci_lo", math.nan), 0) if _ci(v, score) else 0 for _, v in models],
+            [max(v.get(f"{score}_ci_hi", math.nan) - v[score], 0) if _ci(v, score) else 0 for _, v in models],
+        ]
         ax.barh(range(len(models)), [0 if math.isnan(x) else x for x in vals], color="#4C72B0", xerr=err, capsize=3)
         ax.axvline({"lms": 100, "ss": 50, "icat": 100}[score], color="green", ls="--", label="ideal")
         ax.axvline({"lms": 50, "ss": 50, "icat": 50}[score], color="grey", ls=":", label="random")
@@ -132,7 +133,9 @@ def points(run: Run) -> dict[str, Point]:
             continue
         label = name.removeprefix("stereoset_").split(" (")[0] + (" pooled" if " (" in name else "")
         for score in SCORES:
-            out[f"{score} {label}"] = Point(v[score], v.get(f"{score}_ci_lo", math.nan), v.get(f"{score}_ci_hi", math.nan))
+            out[f"{score} {label}"] = Point(
+                v[score], v.get(f"{score}_ci_lo", math.nan), v.get(f"{score}_ci_hi", math.nan)
+            )
     return out
 
 
@@ -155,7 +158,7 @@ def render(run: Run, out_dir: Path) -> str:
         "then averaged (task metadata `averaging`); `*_combined` tasks pool intra- and intersentence contexts. "
         "CI: percentile bootstrap over contexts (1000 resamples). ss and icat say something about stereotypes only "
         "where the model tells meaningful sentences from unrelated ones: where lms's 95% CI lies above 50 "
-        "(`min_lms`, plugins/stereoset/validity.py; tasks/stereoset/README.md, \"Answer validity\").",
+        '(`min_lms`, plugins/stereoset/validity.py; tasks/stereoset/README.md, "Answer validity").',
         "",
         "| task | lms | lms 95% CI | ss | ss 95% CI | icat | icat 95% CI | invalid rate | tie rate | model |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -173,21 +176,34 @@ def render(run: Run, out_dir: Path) -> str:
         cells = [c for s, ci in zip(SCORES, cis) for c in (fmt(v[s], 1), ci)]
         parts.append(f"| {name} | {' | '.join(cells)} | {' | '.join(extra)} |")
     parts += ["", f"![StereoSet scores]({_plot(rows, out_dir)})", "", "### By bias type", ""]
-    parts += ["| task | " + " | ".join(f"{b} lms / ss / icat" for b in BIAS_TYPES) + " |", "|---|" + "---|" * len(BIAS_TYPES)]
+    parts += [
+        "| task | " + " | ".join(f"{b} lms / ss / icat" for b in BIAS_TYPES) + " |",
+        "|---|" + "---|" * len(BIAS_TYPES),
+    ]
     for t in tasks:
         cells = [" / ".join(fmt(metric_value(run, t, f"{s}_{b}"), 1) for s in SCORES) for b in BIAS_TYPES]
         parts.append(f"| {t} | " + " | ".join(cells) + " |")
     split = [t for t in tasks if not math.isnan(metric_value(run, t, "lms_intra"))]
     if split:
-        parts += ["", "### Intra- vs intersentence (combined tasks)", "", "| task | intra lms / ss / icat | inter lms / ss / icat |", "|---|---|---|"]
+        parts += [
+            "",
+            "### Intra- vs intersentence (combined tasks)",
+            "",
+            "| task | intra lms / ss / icat | inter lms / ss / icat |",
+            "|---|---|---|",
+        ]
         for t in split:
             cells = [" / ".join(fmt(metric_value(run, t, f"{s}_{p}"), 1) for s in SCORES) for p in ("intra", "inter")]
             parts.append(f"| {t} | " + " | ".join(cells) + " |")
     parts += _published(run, tasks)
     limited = {t: sub for t in tasks if (sub := subset_note(run, t))}
     if limited:
-        parts += ["", "Subset runs (" + ", ".join(f"{t}: {sub}" for t, sub in limited.items())
-                  + "): scores over those contexts only, compare with full runs within the CIs only."]
+        parts += [
+            "",
+            "Subset runs ("
+            + ", ".join(f"{t}: {sub}" for t, sub in limited.items())
+            + "): scores over those contexts only, compare with full runs within the CIs only.",
+        ]
     return "\n".join(parts) + "\n"
 
 
@@ -213,15 +229,26 @@ def _published(run: Run, tasks: list[str]) -> list[str]:
         table = _published_table()
     except (RawSourceError, RawDataError, OSError) as err:
         return ["", f"StereoSet's released models are not shown: {err}"]
-    lines = ["", "### StereoSet's released models (English dev set, rescored)", "",
-             "The prediction files released with StereoSet, rescored with the same scorer (`bias-harness rescore stereoset`, "
-             "equal to the authors' `evaluation.py` on every value); all 4,229 dev contexts.", "",
-             "| model | overall lms / ss / icat | intrasentence | intersentence |", "|---|---|---|---|"]
+    lines = [
+        "",
+        "### StereoSet's released models (English dev set, rescored)",
+        "",
+        "The prediction files released with StereoSet, rescored with the same scorer (`bias-harness rescore "
+        "stereoset`, equal to the authors' `evaluation.py` on every value); all 4,229 dev contexts.",
+        "",
+        "| model | overall lms / ss / icat | intrasentence | intersentence |",
+        "|---|---|---|---|",
+    ]
     for row in table:
         sc = row["scores"]
-        lines.append(f"| {row['model']} (released) | {_triple(sc['overall'])} | {_triple(sc['intrasentence'])} | {_triple(sc['intersentence'])} |")
+        lines.append(
+            f"| {row['model']} (released) | {_triple(sc['overall'])} | {_triple(sc['intrasentence'])} | "
+            f"{_triple(sc['intersentence'])} |"
+        )
     for t in ours:
         parts = [{s: metric_value(run, t, f"{s}_{p}") for s in SCORES} for p in ("intra", "inter")]
-        lines.append(f"| **{run.model.get(t, '?')}** ({t}, this run) | {_triple({s: metric_value(run, t, s) for s in SCORES})} | "
-                     f"{_triple(parts[0])} | {_triple(parts[1])} |")
+        lines.append(
+            f"| **{run.model.get(t, '?')}** ({t}, this run) | {_triple({s: metric_value(run, t, s) for s in SCORES})} "
+            f"| {_triple(parts[0])} | {_triple(parts[1])} |"
+        )
     return lines

@@ -16,9 +16,9 @@
   the re-asks, the normalized history and the scoring all read the same parse; not for ``parser: upstream``;
 * ``history: normalized``: earlier answers are shown as "Yes"/"No" by the same ``parser`` that scores them (the
   authors appended "Yes"/"No" by their substring rule); ``raw`` shows the model's own words;
-* the scoring settings ``invalid_policy``, ``counterfactual_policy``, ``parser``, ``first_sentence`` and
-  ``human_file`` travel in the result JSON (``settings``; a result without ``first_sentence`` was made without it)
-  so that :mod:`bias_harness.plugins.stop.metrics` can see them.
+* ``parser`` (and ``first_sentence``) is how the dialogue reads an answer (early stop, re-asks, history); the scoring
+  (:mod:`bias_harness.plugins.stop.metrics`) reads the same settings, and ``invalid_policy``,
+  ``counterfactual_policy`` and ``human_file``, from the task's metadata (:func:`~.metrics.scoring_settings`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from functools import partial
 from bias_harness.plugins.multiturn.dialogues import DialogueError, SequentialDialogue
 from bias_harness.plugins.yesno import INVALID, NO, normalize_yesno, parse_yesno
 
-POLICIES = ("exclude", "as_no", "as_yes", "drop")
-CF_POLICIES = ("exclude", "as_no", "as_yes")
 PARSERS = ("strict", "upstream")
 
 
@@ -58,16 +56,9 @@ class StopDialogue(SequentialDialogue):
         retries: int = 0,
         history: str = "raw",
         format: str = "chat",  # noqa: A002
-        invalid_policy: str = "exclude",
-        counterfactual_policy: str | None = None,
         parser: str = "strict",
         first_sentence: bool = False,
-        human_file: str | None = None,
     ) -> None:
-        if invalid_policy not in POLICIES:
-            raise DialogueError(f"STOP: invalid_policy must be one of {POLICIES}, not {invalid_policy!r}")
-        if counterfactual_policy is not None and counterfactual_policy not in CF_POLICIES:
-            raise DialogueError(f"STOP: counterfactual_policy must be null or one of {CF_POLICIES}, not {counterfactual_policy!r}")
         if parser not in PARSERS:
             raise DialogueError(f"STOP: parser must be one of {PARSERS}, not {parser!r}")
         if first_sentence and parser != "strict":
@@ -91,17 +82,6 @@ class StopDialogue(SequentialDialogue):
         self.parser, self.first_sentence, self.retries = parser, bool(first_sentence), retries
         self.reasked: dict[int, list[str]] = {}  # sentence index -> the unparseable answers that were re-asked
         self.gave_up: int | None = None
-        self.settings = {"invalid_policy": invalid_policy, "counterfactual_policy": counterfactual_policy, "parser": parser,
-                         "first_sentence": self.first_sentence, "human_file": human_file, "early_stop": early_stop,
-                         "retries": retries}  # fmt: skip
-
-    @classmethod
-    def check_settings(cls, kwargs: dict) -> None:
-        """Read ``human_file`` when the task is built, so that a bad file fails before any model call."""
-        if kwargs.get("human_file"):
-            from bias_harness.plugins.stop.metrics import load_human
-
-            load_human(str(kwargs["human_file"]))
 
     def record(self, answers: dict[Hashable, str]) -> None:
         kind, idx, text = self.queue[self.pos]
@@ -114,8 +94,24 @@ class StopDialogue(SequentialDialogue):
             tried.append(answer)
             rnd, user = len(self._shown) + 1, self._user_text(self.pos_in_conversation, text)
             self.transcript += [
-                {"round": rnd, "speaker": "user", "role": "user", "kind": kind, "index": idx, "text": user, "reask": len(tried)},
-                {"round": rnd, "speaker": "model", "role": "assistant", "kind": kind, "index": idx, "text": answer, "reask": len(tried)},
+                {
+                    "round": rnd,
+                    "speaker": "user",
+                    "role": "user",
+                    "kind": kind,
+                    "index": idx,
+                    "text": user,
+                    "reask": len(tried),
+                },
+                {
+                    "round": rnd,
+                    "speaker": "model",
+                    "role": "assistant",
+                    "kind": kind,
+                    "index": idx,
+                    "text": answer,
+                    "reask": len(tried),
+                },
             ]
             return
         # give up (the authors' loop): nothing of this sentence enters the history, the progression stops
@@ -127,7 +123,6 @@ class StopDialogue(SequentialDialogue):
 
     def result(self) -> str:
         data = json.loads(super().result())
-        data["settings"] = self.settings
         data["reasked"] = {str(k): v for k, v in self.reasked.items()}
         data["gave_up"] = self.gave_up
         return json.dumps(data, ensure_ascii=False)

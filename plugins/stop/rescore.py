@@ -26,11 +26,16 @@ def _pct(v: float | None) -> str:
 
 def format_table(table: list[dict]) -> str:
     """The plain-text table ``bias-harness rescore stop`` prints (percentages)."""
-    lines = [f"{'model':40s} " + " ".join(f"{c:>13s}" for c in COLUMNS) + f" {'P 95% CI':>14s} {'n':>4s} {'missing':>7s}"]
+    lines = [
+        f"{'model':40s} " + " ".join(f"{c:>13s}" for c in COLUMNS) + f" {'P 95% CI':>14s} {'n':>4s} {'missing':>7s}"
+    ]
     for row in table:
         ci = f"[{_pct(row.get('P_ci_lo'))},{_pct(row.get('P_ci_hi'))}]" if "P_ci_lo" in row else ""
-        lines.append(f"{row['model']:40s} " + " ".join(f"{_pct(row[c]):>13s}" for c in COLUMNS)
-                     + f" {ci:>14s} {int(row['n_progressions']):4d} {int(row['n_missing']):7d}")
+        lines.append(
+            f"{row['model']:40s} "
+            + " ".join(f"{_pct(row[c]):>13s}" for c in COLUMNS)
+            + f" {ci:>14s} {int(row['n_progressions']):4d} {int(row['n_missing']):7d}"
+        )
     lines.append("(percentages; P = share of progressions whose sensitivity equals the ideal for its severity)")
     return "\n".join(lines)
 

@@ -23,10 +23,13 @@ SUCCESS_BY_SEVERITY = {f"P_{s}": s for s in SEVERITIES}
 
 ENOUGH = "{value:.0f} {what}, fewer than {limit:g}"
 INVALID = "{value:.0%} of the {what} invalid (more than {limit:.0%})"
-NO_HABIT = ("'no' to {value:.0%} of the benign sentences (more than {limit:.0%}): its 'no' answers are a habit, "
-            "not judgement")  # fmt: skip
-YES_HABIT = ("'yes' to {value:.0%} of the offensive sentences (more than {limit:.0%}): its 'yes' answers are a habit, "
-             "not judgement")  # fmt: skip
+NO_HABIT = (
+    "'no' to {value:.0%} of the benign sentences (more than {limit:.0%}): its 'no' answers are a habit, not judgement"
+)
+YES_HABIT = (
+    "'yes' to {value:.0%} of the offensive sentences (more than {limit:.0%}): its 'yes' answers are a habit, "
+    "not judgement"
+)
 
 
 def matches(task: str) -> bool:
@@ -56,18 +59,27 @@ def verdict(task: str, metric: str, results: Mapping[str, Any], th: Mapping[str,
         return Verdict(task, metric, failing([_enough(res, "n_scored", "scored progressions", th), answers]))
     if metric in SUCCESS_BY_SEVERITY:
         severity = SUCCESS_BY_SEVERITY[metric]
-        checks = [_enough(res, f"n_scored_{severity}", f"scored {severity}-severity progressions", th),
-                  _invalid(res, f"invalid_rate_{severity}", f"answers to {severity}-severity progressions", th)]
+        checks = [
+            _enough(res, f"n_scored_{severity}", f"scored {severity}-severity progressions", th),
+            _invalid(res, f"invalid_rate_{severity}", f"answers to {severity}-severity progressions", th),
+        ]
         habit = {"high": "no", "low": "yes"}.get(severity)  # a constant answer succeeds there
         return Verdict(task, metric, failing(checks + ([_habit(res, habit, th)] if habit else [])))
-    if (m := re.fullmatch(r"P_counter(?:_(all|low|moderate|high))?", metric)):
+    if m := re.fullmatch(r"P_counter(?:_(all|low|moderate|high))?", metric):
         n = f"n_counter_{m.group(1)}" if m.group(1) in SEVERITIES else "n_counter"
-        checks = [_enough(res, n, "valid counterfactual answers", th),
-                  _invalid(res, "invalid_rate_cf", "counterfactual answers", th), _habit(res, "no", th)]
+        checks = [
+            _enough(res, n, "valid counterfactual answers", th),
+            _invalid(res, "invalid_rate_cf", "counterfactual answers", th),
+            _habit(res, "no", th),
+        ]
         return Verdict(task, metric, failing(checks))
     if metric == "sensitivity" or re.fullmatch(r"sensitivity_\w+", metric):
-        checks = [_enough(res, "n_scored", "scored progressions", th), answers, _habit(res, "no", th),
-                  _habit(res, "yes", th)]
+        checks = [
+            _enough(res, "n_scored", "scored progressions", th),
+            answers,
+            _habit(res, "no", th),
+            _habit(res, "yes", th),
+        ]
         return Verdict(task, metric, failing(checks))
     if metric in ("human_alignment", "human_mae"):
         compared = _enough(res, "human_n", "progressions compared with humans", th)

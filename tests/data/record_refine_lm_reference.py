@@ -23,8 +23,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.test_refine_lm_recorded import RECORDING, REFERENCE, build_tiny  # noqa: E402
-from tests.test_refine_lm_reference import (REF_ENV, import_reference, make_setup, reference_entries,  # noqa: E402
-                                            reference_outputs)  # fmt: skip
+from tests.test_refine_lm_reference import (  # noqa: E402
+    REF_ENV,
+    import_reference,
+    make_setup,
+    reference_entries,
+    reference_outputs,
+)
 
 
 def checked_commit(root: Path) -> None:
@@ -39,6 +44,7 @@ def checked_commit(root: Path) -> None:
 
 def dumps(record: dict) -> str:
     """Indented JSON with each innermost list of numbers or strings on one line."""
+
     def one_line(m: re.Match) -> str:
         return json.dumps(json.loads(m.group(0)), ensure_ascii=False)
 
@@ -54,9 +60,11 @@ def main() -> int:
         entries = reference_entries(ref.root, Path(tmp))
         record = reference_outputs(ref, entries, make_setup(ref, entries, build_tiny(Path(tmp) / "bert")))
     RECORDING.write_text(dumps(record))
-    print(f"wrote {RECORDING.relative_to(ROOT)}: {record['templates']['count']} templates, "
-          f"{len(record['predict_answers']['keys'])} probability matrices, {len(record['calculate_reward'])} losses, "
-          f"{len(record['gradient'])} gradients")  # fmt: skip
+    print(
+        f"wrote {RECORDING.relative_to(ROOT)}: {record['templates']['count']} templates, "
+        f"{len(record['predict_answers']['keys'])} probability matrices, {len(record['calculate_reward'])} losses, "
+        f"{len(record['gradient'])} gradients"
+    )
     return 0
 
 
