@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.test_mlm_models (tiny model builder)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.shared.test_mlm_models (tiny model builder)
 
 
 def sentences(n: int) -> list[str]:
@@ -61,7 +61,7 @@ def main() -> None:
     from bias_harness.plugins.mlm import MaskedLMScorer
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from tests.test_mlm_models import build_tiny_mlm
+    from tests.shared.test_mlm_models import build_tiny_mlm
 
     folder = build_tiny_mlm(Path(tempfile.mkdtemp(prefix="mlm-bench-")), "bert", hidden=args.hidden, layers=args.layers)
     model = AutoModelForMaskedLM.from_pretrained(folder).eval()

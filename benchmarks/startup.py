@@ -6,7 +6,7 @@ installed ``bias_harness_autoload.pth`` and ``_bias_harness_autoload.py`` (byte-
 ``import lm_eval.tasks`` (where the
 hook acts: adds our task folder, imports bias_harness.plugins) runs in this venv with ``BIAS_HARNESS_AUTOLOAD=0``
 vs on. Medians of many runs, the two settings interleaved so machine load hits both alike.
-Goal (issue 13): ``python -c pass`` within 2 ms of the time without the hook.
+Goal: ``python -c pass`` within 2 ms of the time without the hook.
 
     .venv/bin/python benchmarks/startup.py [--runs 41]
 """

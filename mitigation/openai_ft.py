@@ -1,6 +1,6 @@
 """API models: an SFT recipe's training data as OpenAI fine-tuning JSONL, and the fine-tuning job itself.
 
-Seed 000 fine-tuned gpt-35-turbo through the (Azure) OpenAI API: 4 epochs on the full and 3 on the half
+Borah & Mihalcea (2024) fine-tuned gpt-35-turbo through the (Azure) OpenAI API: 4 epochs on the full and 3 on the half
 Fine-tune dataset (App. H.2); ``Recipe.openai_epochs`` carries that. ``--provider openai`` exports the data,
 uploads it with the ``openai`` client, creates the job and (with ``--wait``) polls it until it finishes.
 The client reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` (any OpenAI-compatible server); the key is never

@@ -72,7 +72,9 @@ class Recipe:
     model_kind: str = "causal"  # "causal" (lm-eval `hf`) or "mlm" (lm-eval `hf-mlm`)
     limitations: str = ""
     settings: tuple[int, ...] = ()  # allowed --setting values (empty: the recipe has none)
-    openai_epochs: int | None = None  # n_epochs for the OpenAI fine-tuning job (seed 000: gpt-35-turbo)
+    openai_epochs: int | None = (
+        None  # n_epochs for the OpenAI fine-tuning job (Borah & Mihalcea 2024 fine-tune gpt-35-turbo)
+    )
     eval_metadata: Callable[[DataOptions], dict[str, Any]] | None = None  # task metadata for the evaluation
     include_tasks: bool = False  # evaluation also needs mitigation/tasks (our held-out task definitions)
     eval_model_args: Callable[[Any, str], dict[str, Any]] | None = (

@@ -1,4 +1,4 @@
-"""Refine-LM (seed 001): a small trainable layer over a frozen masked LM, trained on UnQover with reward -|C(tau)|.
+"""Refine-LM (Qureshi et al. 2024): a trainable layer over a frozen masked LM, trained on UnQover with reward -|C(tau)|.
 
 Model (:class:`RefineLMForMaskedLM`): at every position the frozen MLM's logits are taken, the top-k logits
 ``v`` go through one linear layer ``W v + b`` (k x k), and the top-k probability mass of the base model is
@@ -8,7 +8,7 @@ the debiased distribution. ``W = I, b = 0`` at initialisation, i.e. the untraine
 (the reference code initialises W to ones, which makes the untrained model a fixed distribution over the top-k
 ranks; we chose identity so that before/after differ only by training).
 
-Bias (seed 001, Step 2): for a template ``tau^c(a)`` with subjects (x1, x2) and attribute a, let ``P(x | q)`` be
+Bias (UZH project plan, Step 2): for a template ``tau^c(a)`` with subjects (x1, x2) and attribute a, let ``P(x | q)`` be
 the probability of subject x at the mask of question q (whole-word: the mean over its word pieces). The
 subject-attribute bias ``B(x1|x2) = 1/2 [P(x1|t12(a)) + P(x1|t21(a))] - 1/2 [P(x1|t12(~a)) + P(x1|t21(~a))]``
 (likewise B(x2|x1)), ``C = 1/2 [B(x1|x2) - B(x2|x1)]`` and the reward ``r = -|C|``.

@@ -81,7 +81,7 @@ RECIPES = (
         trainer="refine_lm",
         summary="Refine-LM: a small trainable layer over a frozen masked LM's top-k mask logits, trained with "
         "Refine-LM's reward-weighted loss (reward -|C(tau)|) on UnQover questions.",
-        source="Qureshi et al., REFINE-LM (arXiv 2408.09489), as specified in the UZH project plan (seed 001, Step 2)",
+        source="Qureshi et al., REFINE-LM (arXiv 2408.09489), as specified in the UZH project plan (Step 2)",
         build=unqover_data,
         eval_tasks=fixed("stereoset_de"),
         # masked-LM headline: lms/ss/icat over the intrasentence contexts (intersentence is PLL here, not BERT's NSP)

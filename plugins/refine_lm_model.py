@@ -1,4 +1,4 @@
-"""The Refine-LM model (seed 001): a trainable top-k layer over a frozen masked LM, as a transformers model type.
+"""Refine-LM (Qureshi et al. 2024): a trainable top-k layer over a frozen masked LM, as a transformers model type.
 
 Shared by evaluation (``hf-mlm`` in :mod:`bias_harness.plugins.mlm` loads saved Refine-LM folders) and training
 (:mod:`bias_harness.mitigation.refine_lm`). Importing this module registers ``model_type: refine_lm`` with

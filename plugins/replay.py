@@ -11,7 +11,7 @@ What a run needs of its model besides the answers comes from the manifest's ``pr
 * chat-templated prompts (``--apply_chat_template``, the multi-turn engine): rendered by transformers'
   ``apply_chat_template`` on a stand-in tokenizer that carries the run's chat template and special tokens, with
   the template arguments of the run's backend (vLLM passes ``enable_thinking``), so the prompt strings and the
-  cache keys made from them are the real ones (``tests/test_results_replay.py`` compares them byte for byte);
+  cache keys made from them are the real ones (``tests/shared/test_results_replay.py`` compares them byte for byte);
 * ``tokenizer_name`` and ``chat_template``, which lm-eval records in the results.
 
 Sampled single-turn generations (``do_sample: true`` outside the multi-turn engine, e.g. the multi-agent

@@ -154,7 +154,7 @@ lm-eval flags, model, model type and backend, dtype, chat template, versions, an
 replay answers every request from the packs (a request they lack is an error naming the task, document and dialogue
 step, never a model call) and scores the answers with the current parsers and metrics, so the same command updates
 the page after a change to one of them; `numbers.json` holds every metric of every run, and CI replays one task of
-every work and compares it with that file (`tests/test_results_replay.py`). Runs made before manifests existed have a
+every work and compares it with that file (`tests/shared/test_results_replay.py`). Runs made before manifests existed have a
 manifest reconstructed from their command and their pack (its `note` says so); their lm-eval results files are lost.
 
 A run of `scripts/results.sh` without a pack and a manifest is not on the page: the table below lists them, with the

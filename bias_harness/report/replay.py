@@ -10,7 +10,7 @@ backend that made each number; run-table entries are the manifests, so the page 
 The current parsers and metrics score the saved answers: after a change to one, the same command updates the page.
 
 ``check`` replays the checks of ``numbers.json`` (one task of every work, at most :data:`CHECK_DOCS` documents)
-and compares every metric with the committed value (``tests/test_results_replay.py`` runs it in CI).
+and compares every metric with the committed value (``tests/shared/test_results_replay.py`` runs it in CI).
 
 ``record`` is for ``scripts/results.sh`` right after a real run: write the run's manifest, add its sampled
 single-turn draws (from its logged samples) and token counts (from the real tokenizer) to what is saved, and

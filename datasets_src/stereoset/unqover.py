@@ -2,7 +2,7 @@
 
 Dataset ``unqover``, config ``refine_lm`` (splits ``train`` / ``test``): masked-LM questions
 ``tau_ij(a) = [x_i] c [x_j]. <mask> [a]`` filled from the authors' word lists. One row holds the four
-questions of a template ``tau^c(a)`` (seed 001): ``q12``/``q21`` (subject order 1-2 / 2-1, attribute ``a``)
+questions of a template ``tau^c(a)`` (the UZH project plan): ``q12``/``q21`` (subject order 1-2 / 2-1, attribute ``a``)
 and ``q12_neg``/``q21_neg`` (the negated attribute), with the mask written as ``[MASK]``.
 
 Categories and files (Refine-LM's partition, ``refine_lm/word_lists`` = TRAIN/TEST variants):

@@ -8,7 +8,7 @@ left out of every mean and counted in ``invalid_rate`` / ``n_invalid``).
 * ``mixed_gender_bias`` (Eq. 2): mean of the ABSOLUTE values of the three pair biases (woman_man, woman_neutral,
   neutral_man), so biases of opposite sign do not cancel. The paper's typesetting of Eq. 2 is lost in our copy, but
   every row of its tables is the mean of the absolute pair biases (Mistral, Money: 0.033 from 0.040, -0.020, 0.040;
-  tests/test_demet_metrics.py recomputes such rows). The signed mean is :func:`signed_mixed_bias` (report only).
+  tests/demet/test_demet_metrics.py recomputes such rows). The signed mean is :func:`signed_mixed_bias` (report only).
 * ``mixed_gender_bias_floor`` / ``_perm_p`` / ``_excess``: Eq. 2 against its noise floor. Being a mean of absolute
   values, Eq. 2 is above 0 for any noise, so its bootstrap CI excludes 0 even without a gender effect. Under "no
   gender effect" the two orders of a matched pair (same scenario, same two names) are exchangeable: swapping them at

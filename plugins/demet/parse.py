@@ -1,7 +1,7 @@
 """How DeMET reads a generated answer: the shared choice parser (:mod:`bias_harness.plugins.answer_filters`) with the
 option-list echo rule on (``echo_first``: a bare "1. NAME1" echoes the prompt's option list, it is no vote).
 
-The ``choice`` filter of ``tasks/demet/_demet_yaml`` sets the same options (tests/test_demet_filter.py checks it);
+The ``choice`` filter of ``tasks/demet/_demet_yaml`` sets the same options (tests/demet/test_demet_filter.py checks it);
 ``demet_reask``'s dialogue and the report's answers-per-rule table call :func:`parse`.
 """
 

@@ -31,7 +31,7 @@ ET = ("egalitarian", "traditional", "other")
 
 # The paper's numbers (Levy et al. 2024), for orientation only: other models, their name sample, their prompts.
 # Eq. 2 (mixed-gender bias), then the three pair-bias columns in the order printed (their headers are lost in our
-# copy; Eq. 2 is the mean of the three in every row to the printed rounding, tests/test_demet_report.py checks it;
+# copy; Eq. 2 is the mean of the three in every row to the printed rounding, tests/demet/test_demet_report.py checks it;
 # llama-2-7b-chat's third bias is printed with two decimals, 0.76).
 # Table 3: the 29 human-written scenarios (demet, demet_mc and the wording variants).
 PAPER_TABLE3 = {

@@ -4,9 +4,11 @@
     git -C /tmp/refine-lm checkout e3c0bae
     BIAS_HARNESS_REFINE_LM_REF=/tmp/refine-lm .venv/bin/python tests/data/record_refine_lm_reference.py
 
-The reference (no license) is run unmodified exactly as in tests/test_refine_lm_reference.py, on the inputs of
-tests/test_refine_lm_recorded.py; only numbers, digests and the inputs that produced them are written (no code).
-tests/test_refine_lm_reference.py::test_recording_is_what_the_reference_gives checks the file against a checkout.
+The reference (no license) is run unmodified exactly as in tests/stereoset/test_refine_lm_reference.py, on the inputs of
+tests/stereoset/test_refine_lm_recorded.py; only numbers, digests and the inputs that produced them are written (no
+code).
+tests/stereoset/test_refine_lm_reference.py::test_recording_is_what_the_reference_gives checks the file against a
+checkout.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.test_refine_lm_recorded import RECORDING, REFERENCE, build_tiny  # noqa: E402
-from tests.test_refine_lm_reference import (  # noqa: E402
+from tests.stereoset.test_refine_lm_recorded import RECORDING, REFERENCE, build_tiny  # noqa: E402
+from tests.stereoset.test_refine_lm_reference import (  # noqa: E402
     REF_ENV,
     import_reference,
     make_setup,
