@@ -29,14 +29,6 @@ def _vllm_required() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true") or os.environ.get("BIAS_HARNESS_REQUIRE_VLLM") == "1"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (scripts/test.sh: ``-n 2 --dist loadgroup``) the vLLM tests run one after another on one
-    worker: two vLLM engines at once would each bind every core."""
-    for item in items:
-        if item.get_closest_marker("vllm"):
-            item.add_marker(pytest.mark.xdist_group("vllm"))
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
