@@ -29,6 +29,17 @@ def _vllm_required() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true") or os.environ.get("BIAS_HARNESS_REQUIRE_VLLM") == "1"
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Under pytest-xdist (scripts/test.sh: ``-n 2 --dist loadgroup``) the tests that share a module-scoped fixture
+    (e.g. a model run several tests read) stay on one worker, so it is made once; the other tests go one by one to
+    whichever worker is free. (Marked as each item is collected: pytest-xdist reads the marks in its own
+    ``pytest_collection_modifyitems``.)"""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info else ()
+    if any(d.scope == "module" for fixturedefs in defs for d in fixturedefs):
+        item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
