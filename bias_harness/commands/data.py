@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from bias_harness.commands import add_dry_run
 from bias_harness.errors import check_writable
 
 
@@ -31,15 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     push.add_argument("name")
     push.add_argument("--repo-id", required=True, help="ORG/NAME on the Hub")
     push.add_argument("--private", action="store_true")
-    push.add_argument(
-        "--dry-run",
-        type=Path,
-        nargs="?",
-        const=Path("hub_upload"),
-        default=None,
-        metavar="DIR",
-        help="write the exact folder that would be uploaded to DIR (default ./hub_upload) and upload nothing",
-    )
+    add_dry_run(push, "write the exact folder that would be uploaded to DIR (default ./hub_upload) and upload nothing")
     push.add_argument("--data-dir", type=Path, default=None)
     push.set_defaults(func=_push)
 

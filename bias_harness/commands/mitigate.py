@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bias_harness.cli import json_object
+from bias_harness.commands import add_dry_run
 from bias_harness.errors import check_writable
 from bias_harness.redact import redact_argv
 
@@ -39,15 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", type=Path, default=None, help="output folder (default ./runs/RECIPE)")
     p.add_argument("--push-to", metavar="ORG/NAME", default=None, help="push the trained model + card to this Hub repo")
     p.add_argument("--private", action="store_true", help="create the Hub repo as private")
-    p.add_argument(
-        "--dry-run",
-        type=Path,
-        nargs="?",
-        const=Path("hub_upload"),
-        default=None,
-        metavar="DIR",
-        help="write the exact upload folder to DIR (default ./hub_upload) and upload nothing",
-    )
+    add_dry_run(p, "write the exact upload folder to DIR (default ./hub_upload) and upload nothing")
     p.add_argument("--eval-tasks", default=None, help="comma-separated lm-eval tasks (default: the recipe's)")
     p.add_argument(
         "--include-path",
