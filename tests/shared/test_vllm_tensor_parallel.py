@@ -39,7 +39,8 @@ def run(model: str, tp: int | None, out: Path) -> str:
             f"pretrained={model},tensor_parallel_size={tp},max_model_len=1024,gpu_memory_utilization=0.1,"
             "enforce_eager=True,dtype=float32"
         )
-    if tp and tp > 1 and not torch.cuda.is_available():  # one core list per rank (vLLM's auto-binding wants a NUMA node each)
+    # one core list per rank (vLLM's auto-binding wants a NUMA node each), over every core of the machine
+    if tp and tp > 1 and not torch.cuda.is_available():
         cores = list(range(os.cpu_count() or 1))
         if len(cores) < tp:
             pytest.skip(f"tensor_parallel_size={tp} needs {tp} cores, this machine has {len(cores)}")
@@ -67,9 +68,7 @@ def run(model: str, tp: int | None, out: Path) -> str:
         "--seed",
         "1234",
     ]
-    proc = subprocess.run(
-        cmd, cwd=out.parent, env=env, capture_output=True, text=True, timeout=900, preexec_fn=preexec
-    )
+    proc = subprocess.run(cmd, cwd=out.parent, env=env, capture_output=True, text=True, timeout=900, preexec_fn=preexec)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
     return log
