@@ -26,18 +26,26 @@ def local_path(dataset: str, data_dir: str | Path | None = None) -> Path:
 def load_local(
     dataset: str, config: str | None = None, data_dir: str | Path | None = None, build: bool = True
 ) -> datasets.DatasetDict:
-    """Load the locally built copy (building it from raw files first when it is missing)."""
+    """Load the locally built copy (building it from raw files first when it is missing; processes that need the same
+    missing copy at once, e.g. ranks or parallel runs, build it once: the others wait on a lock beside it)."""
     folder = local_path(dataset, data_dir)
     if not (folder / "README.md").is_file():
         if not build:
             raise FileNotFoundError(
                 f"No local copy of '{dataset}' at {folder}; run `bias-harness data build {dataset}`"
             )
+        from filelock import FileLock
+
         from bias_harness.datasets_src.base import build_dataset
         from bias_harness.datasets_src.registry import get_builder
+        from bias_harness.errors import check_writable
 
-        log.info("no local copy of %s at %s: building it from raw files", dataset, folder)
-        build_dataset(get_builder(dataset), folder.parent)
+        check_writable(folder.parent, f"dataset folder ({settings.ENV_DATA_DIR})")
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(folder.parent / f".{dataset}.lock"):
+            if not (folder / "README.md").is_file():  # not built by another process meanwhile
+                log.info("no local copy of %s at %s: building it from raw files", dataset, folder)
+                build_dataset(get_builder(dataset), folder.parent)
     return datasets.load_dataset(str(folder), config)
 
 

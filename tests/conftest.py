@@ -15,7 +15,13 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["BIAS_HARNESS_RAW_DIR"] = str(SHARED_DATA)
-# datasets' Arrow cache for this test session only (set before `datasets` is imported anywhere)
+# datasets' Arrow cache for this test run only (set before `datasets` is imported anywhere), one for all pytest-xdist
+# workers of the run (datasets locks its cache files)
+_RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+if _RUN_ID:
+    _shared_cache = Path(tempfile.gettempdir()) / f"bh-hf-datasets-{_RUN_ID}"
+    _shared_cache.mkdir(exist_ok=True)
+    os.environ.setdefault("HF_DATASETS_CACHE", str(_shared_cache))
 os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="bh-hf-datasets-"))
 
 
@@ -76,7 +82,10 @@ def _session_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
     from bias_harness import settings
 
     os.environ.setdefault("BIAS_HARNESS_MODELS_DIR", str(settings.models_dir()))  # converted models persist across runs
-    os.environ["BIAS_HARNESS_DATA_DIR"] = str(base / "datasets")
+    # datasets built on first use, once per test run: pytest-xdist's workers share the folder (plugins/data.py locks a
+    # build) inside the run's base temporary folder
+    run_base = tmp_path_factory.getbasetemp().parent if _RUN_ID else base
+    os.environ["BIAS_HARNESS_DATA_DIR"] = str(run_base / "datasets")
     os.environ["BIAS_HARNESS_CACHE_DIR"] = str(base / "cache")
     os.environ["LM_HARNESS_CACHE_PATH"] = str(base / "lm_cache")
 

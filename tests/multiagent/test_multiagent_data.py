@@ -16,12 +16,12 @@ from bias_harness import tasks_dir
 
 
 @pytest.fixture(scope="module")
-def built():
+def built(tmp_path_factory: pytest.TempPathFactory):
     import datasets
     from bias_harness.datasets_src.base import build_dataset
     from bias_harness.datasets_src.registry import get_builder
 
-    folder = build_dataset(get_builder("multiagent"))
+    folder = build_dataset(get_builder("multiagent"), tmp_path_factory.mktemp("built"))
     return {cfg: datasets.load_dataset(str(folder), cfg) for cfg in ("scenarios", "test", "finetune")}, folder
 
 
