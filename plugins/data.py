@@ -34,10 +34,10 @@ def load_local(
             raise FileNotFoundError(
                 f"No local copy of '{dataset}' at {folder}; run `bias-harness data build {dataset}`"
             )
-        from filelock import FileLock
-
         from bias_harness.datasets_src.base import build_dataset
         from bias_harness.datasets_src.registry import get_builder
+        from filelock import FileLock
+
         from bias_harness.errors import check_writable
 
         check_writable(folder.parent, f"dataset folder ({settings.ENV_DATA_DIR})")
