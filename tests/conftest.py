@@ -64,6 +64,13 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest first: the vLLM tests, then the other slow ones (a model, lm-eval's checks), then the rest, each in
+    collection order. pytest-xdist hands out work in this order, so the long tests do not end up last on one worker
+    while the other idles."""
+    items.sort(key=lambda item: 0 if item.get_closest_marker("vllm") else 1 if item.get_closest_marker("slow") else 2)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
