@@ -47,16 +47,25 @@ def test_cached_index_is_lm_evals_index(cache_dir: Path, lm_evals_own: dict) -> 
     assert "stop" in expected and "arc_easy" in expected
 
 
-def test_include_path_overrides_with_lm_evals_warning(
-    cache_dir: Path, lm_evals_own: dict, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_include_path_overrides_with_lm_evals_warning(cache_dir: Path, lm_evals_own: dict, tmp_path: Path) -> None:
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "arc_easy.yaml").write_text("task: arc_easy\ndataset_path: x\noutput_type: loglikelihood\n")
-    with caplog.at_level(logging.WARNING, logger="lm_eval.tasks._index"):
+    # a handler on lm-eval's own logger (lm-eval's logging set-up, run by other tests, may stop its propagation)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    logger = logging.getLogger("lm_eval.tasks._index")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    try:
         index = TaskIndex.build([OWN, mine])
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
     assert index["arc_easy"].yaml_path == mine / "arc_easy.yaml"
-    assert [r.getMessage() for r in caplog.records if "overrides" in r.getMessage()] == [
+    assert [r.getMessage() for r in records if "overrides" in r.getMessage()] == [
         f"Task 'arc_easy' from {mine / 'arc_easy.yaml'} overrides existing task from {lm_evals_own['arc_easy'][2]}"
     ]
 

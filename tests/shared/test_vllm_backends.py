@@ -6,7 +6,8 @@ contact_mini), generation (demet, contact_mini_gen) and multi-turn (stop, multia
 111-scenario multiagent_interaction takes the same engine path with longer dialogues, 100 s more on hf here, and is
 tested with scripted models in test_multiagent_e2e.py and test_multiagent_runs.py). The same command with
 ``bias-harness eval --model hf`` gives the reference answers.
-Greedy decoding everywhere (``--gen_kwargs do_sample=false,...`` also turns the sampled multi-agent tasks greedy).
+Greedy decoding everywhere (``--gen_kwargs do_sample=false,...`` also turns the sampled multi-agent tasks greedy), in
+float32 on both backends, 3 documents per task.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ LL_TASKS = ["demet_mc", "stereoset_en_combined", "contact_mini"]
 GEN_TASKS = ["demet", "contact_mini_gen"]
 MT_TASKS = ["stop", "multiagent_test_interaction"]
 TASKS = LL_TASKS + GEN_TASKS + MT_TASKS
-LIMIT = 4
+LIMIT = 3
 # greedy, and bounded answer lengths (the multi-agent discussion turns too) so the hf reference run stays short on CPU
 GEN_KWARGS = "do_sample=false,temperature=0,max_gen_toks=32"
 METADATA = '{"discussion_max_gen_toks": 32}'
 # small on purpose: vLLM's CPU backend reserves this fraction of node memory; eager mode skips a minutes-long compile
-VLLM_ARGS = "max_model_len=2048,gpu_memory_utilization=0.2,enforce_eager=True,enable_prefix_caching=True"
+VLLM_ARGS = "dtype=float32,max_model_len=2048,gpu_memory_utilization=0.2,enforce_eager=True,enable_prefix_caching=True"
 BIN = Path(sys.executable).parent
 STEP_LINE = re.compile(
     r"multiturn step (\d+): (\d+) generate_until call\(s\), ([\d,]+) prompts .*?"
@@ -109,7 +110,7 @@ def runs(smollm2_path: str, tmp_path_factory: pytest.TempPathFactory) -> dict[st
             "--model",
             "hf",
             "--model_args",
-            f"pretrained={smollm2_path}",
+            f"pretrained={smollm2_path},dtype=float32",
             "--batch_size",
             "16",
         ],
@@ -156,5 +157,5 @@ def test_parsed_answers_agree_with_hf(runs) -> None:
         per_task[task] = f"{same}/{len(v)}"
         agree, total = agree + same, total + len(v)
     print("vllm vs hf parsed-answer agreement:", per_task, f"{agree}/{total}")
-    # bf16 kernels differ between the two backends; a few greedy answers may flip (>= 95% agree on real runs)
+    # float32 on both (in bf16, their different kernels flip a few near-tie greedy answers: 25 of 28 agreed once)
     assert agree / total >= 0.9, per_task
