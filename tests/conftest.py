@@ -18,29 +18,38 @@ os.environ["BIAS_HARNESS_RAW_DIR"] = str(SHARED_DATA)
 # datasets' Arrow cache for this test run only (set before `datasets` is imported anywhere), one for all pytest-xdist
 # workers of the run (datasets locks its cache files)
 _RUN_ID = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-if _RUN_ID:
-    _shared_cache = Path(tempfile.gettempdir()) / f"bh-hf-datasets-{_RUN_ID}"
-    _shared_cache.mkdir(exist_ok=True)
-    os.environ.setdefault("HF_DATASETS_CACHE", str(_shared_cache))
-os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="bh-hf-datasets-"))
+if "HF_DATASETS_CACHE" not in os.environ:
+    if _RUN_ID:
+        _cache = Path(tempfile.gettempdir()) / f"bh-hf-datasets-{_RUN_ID}"
+        _cache.mkdir(exist_ok=True)
+    else:
+        _cache = Path(tempfile.mkdtemp(prefix="bh-hf-datasets-"))
+    os.environ["HF_DATASETS_CACHE"] = str(_cache)
 
 
-def pin_worker() -> list[int] | None:
+def pin_worker() -> None:
     """Under pytest-xdist, give each worker its own share of the cores (gw0 the 1st, 3rd, ...; gw1 the 2nd, ...) and
     as many OpenMP threads, before torch is imported; its subprocesses (lm_eval, vLLM's engine) inherit both. Two
     processes whose thread pools each span every core slow each other down severalfold (measured: the vLLM backend
-    tests took 281 s beside another worker, 95 s alone); ``BIAS_HARNESS_TEST_PIN=0`` turns it off."""
+    tests took 281 s beside another worker, 95 s alone); ``BIAS_HARNESS_TEST_PIN=0`` turns it off. The cores the
+    worker had before are kept in ``BIAS_HARNESS_TEST_CORES`` for a test that needs them all (``all_cores``)."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     if not worker.startswith("gw") or count < 2 or len(cores) < count or os.environ.get("BIAS_HARNESS_TEST_PIN") == "0":
-        return None
+        return
+    os.environ.setdefault("BIAS_HARNESS_TEST_CORES", ",".join(map(str, cores)))
     mine = cores[int(worker[2:]) % count :: count]
     os.sched_setaffinity(0, mine)
     os.environ["OMP_NUM_THREADS"] = str(len(mine))
-    return mine
 
 
-PINNED = pin_worker()
+def all_cores() -> list[int]:
+    """Every core this test run may use: those a pinned worker had before :func:`pin_worker`, else its own."""
+    kept = os.environ.get("BIAS_HARNESS_TEST_CORES")
+    return [int(c) for c in kept.split(",")] if kept else sorted(os.sched_getaffinity(0))
+
+
+pin_worker()
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -5,6 +5,7 @@ SmolLM2's 9 heads do not split in two) runs ``stop`` with greedy decoding on vLL
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -17,11 +18,6 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 BIN = Path(sys.executable).parent
 LIMIT = 6
-
-
-def all_cores() -> None:
-    """A subprocess's CPU affinity: every core of the machine (a pytest-xdist worker is pinned to its share)."""
-    os.sched_setaffinity(0, range(os.cpu_count() or 1))
 
 
 def run(model: str, tp: int | None, out: Path) -> str:
@@ -39,14 +35,17 @@ def run(model: str, tp: int | None, out: Path) -> str:
             f"pretrained={model},tensor_parallel_size={tp},max_model_len=1024,gpu_memory_utilization=0.1,"
             "enforce_eager=True,dtype=float32"
         )
-    # one core list per rank (vLLM's auto-binding wants a NUMA node each), over every core of the machine
-    if tp and tp > 1 and not torch.cuda.is_available():
-        cores = list(range(os.cpu_count() or 1))
+    # one core list per rank (vLLM's auto-binding wants a NUMA node each), over every core of the test run (a
+    # pytest-xdist worker is pinned to its share: the subprocess gets them all back)
+    if tp is not None and tp > 1 and not torch.cuda.is_available():
+        from tests.conftest import all_cores
+
+        cores = all_cores()
         if len(cores) < tp:
             pytest.skip(f"tensor_parallel_size={tp} needs {tp} cores, this machine has {len(cores)}")
         env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(",".join(map(str, cores[r::tp])) for r in range(tp))
         env["OMP_NUM_THREADS"] = str(len(cores) // tp)
-        preexec = all_cores
+        preexec = functools.partial(os.sched_setaffinity, 0, cores)
     cmd = [
         str(BIN / "lm_eval"),
         "--model",
