@@ -40,6 +40,12 @@ class Run:
         path = self.sample_files.get(task)
         return read_run_file(path) if path else []
 
+    def settings(self, task: str) -> dict[str, Any]:
+        """The task's settings as the run used them: its metadata (YAML ``metadata`` with ``--metadata`` merged in),
+        what the task class handed to ``process_results`` and the aggregations. Every report section recomputes a
+        metric from the samples with these (iterations, seeds, test variants, parser policies), never the defaults."""
+        return dict((self.configs.get(task) or {}).get("metadata") or {})
+
     def metric(self, task: str, name: str, filt: str | None = None) -> Any:
         res = self.results.get(task, {})
         if filt is not None:

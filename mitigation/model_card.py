@@ -97,8 +97,12 @@ def stage_verdicts(data: CardData, rows: list[MetricRow]) -> Verdicts:
     return out
 
 
-def _yes_no(v: Any) -> str:
-    return "–" if v is None else "yes" if v.interpretable else "**no**"
+def _outcome(v: Any) -> str:
+    """A verdict in a card cell: its outcome (not interpretable / no detectable bias with the MDE / bias with its
+    direction / interpretable); the reasons of a failed one follow the table."""
+    if v is None:
+        return "–"
+    return "**not interpretable**" if not v.interpretable else v.headline()
 
 
 def _table(rows: list[MetricRow], comparison: Any = None, verdicts: Verdicts | None = None) -> str:
@@ -108,9 +112,9 @@ def _table(rows: list[MetricRow], comparison: Any = None, verdicts: Verdicts | N
     judged = any(v is not None for pair in verdicts.values() for v in pair)
     head = "| task | metric | filter | before [95% CI] | after [95% CI] | Δ |"
     if judged:
-        head += " interpretable (before / after) |"
+        head += " verdict (before / after) |"
     if comparison is not None:
-        head += " Δ paired 95% CI | p (test) | significant |"
+        head += " Δ paired 95% CI | p (test) | significant | reads as |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         delta = "–" if r.delta is None else f"{r.delta:+.3f}"
@@ -120,7 +124,7 @@ def _table(rows: list[MetricRow], comparison: Any = None, verdicts: Verdicts | N
         )
         if judged:
             vb, va = verdicts.get((r.task, r.metric), (None, None))
-            line += f" {_yes_no(vb)} / {_yes_no(va)} |"
+            line += f" {_outcome(vb)} / {_outcome(va)} |"
         if comparison is not None:
             line += _significance(comparison.find(r.task, r.metric, r.filter))
         lines.append(line)
@@ -137,11 +141,11 @@ def _table(rows: list[MetricRow], comparison: Any = None, verdicts: Verdicts | N
 
 def _significance(m: Any) -> str:
     if m is None:
-        return " – | – | not tested |"
+        return " – | – | not tested | – |"
     from bias_harness.report.compare import p_text, verdict
 
     test = "McNemar" if m.p_mcnemar is not None else "bootstrap"
-    return f" [{_num(m.ci_lo)}, {_num(m.ci_hi)}] | {p_text(m.p)} ({test}) | {verdict(m)} |"
+    return f" [{_num(m.ci_lo)}, {_num(m.ci_hi)}] | {p_text(m.p)} ({test}) | {verdict(m)} | {m.reads_as} |"
 
 
 def _usage(data: CardData, repo_hint: str) -> str:
@@ -212,11 +216,33 @@ def eval_results(data: CardData, task_type: str) -> list[EvalResult]:
                     metric_value=value,
                     metric_name=f"{r.metric} ({STAGES[stage]})",
                     metric_config=r.filter,
-                    metric_args={"stage": stage, "filter": r.filter, "task_version": version.get(r.task)},
+                    metric_args={
+                        "stage": stage,
+                        "filter": r.filter,
+                        "task_version": version.get(r.task),
+                        **_verdict_args(data, r, stage),
+                    },
                     source_name=f"bias-harness {__version__} mitigate (lm-eval)",
                     source_url=PROJECT_URL,
                 )
             )
+    return out
+
+
+def _verdict_args(data: CardData, row: MetricRow, stage: str) -> dict[str, Any]:
+    """The model-index's verdict of one stage's number (outcome, MDE) and, after training, what the change reads as:
+    the same words as the card's table and `bias-harness compare`."""
+    m = data.comparison.find(row.task, row.metric, row.filter) if data.comparison is not None else None
+    if m is None:
+        return {}
+    v = m.verdict_a if stage == "before" else m.verdict_b
+    out: dict[str, Any] = {}
+    if v is not None:
+        out["verdict"] = v.outcome
+        if v.mde is not None:
+            out["mde"] = round(float(v.mde), 6)
+    if stage == "after":
+        out["reads_as"] = m.reads_as
     return out
 
 
@@ -252,14 +278,18 @@ def _significance_note(comparison: Any) -> str:
     def listed(ms: list[Any]) -> str:
         return ", ".join(f"`{m.task}` {m.metric} ({m.diff:+.3f}, p = {m.p:.2g})" for m in ms) or "none"
 
-    bias = [m for m in sig if m.reads_as == "change in bias"]
-    failed = [m for m in sig if m.reads_as == "not a change in bias (a verdict failed)"]
+    from bias_harness.plugins.paired import CHANGE, FAILED
+
+    reduced = [m for m in sig if m.reads_as.startswith("reduction of bias")]
+    changed = [m for m in sig if m.reads_as.startswith(CHANGE)]
+    failed = [m for m in sig if m.reads_as == FAILED]
     return (
         f"Δ paired 95% CI and p: `bias-harness compare` on the same documents ({comparison.iters} paired bootstrap "
         f"resamples of each task's resampling unit; exact McNemar where the per-document outcome is binary). "
         f"**Significant changes (p < {ALPHA}): {len(sig)} of {len(tested)} tested metrics**: {listed(sig)}. "
-        f"Of these, changes in bias (both evaluations' verdicts passed): {listed(bias)}; not read as a change in "
-        f"bias, as a verdict failed: {listed(failed)}."
+        f"Of these, reductions of bias to below detection (a bias before, no detectable bias after): "
+        f"{listed(reduced)}; changes in bias (valid before and after): {listed(changed)}; not read as a change in "
+        f"bias, as a verdict failed: {listed(failed)}. Outcomes and minimum detectable effects: docs/validity.md."
     )
 
 

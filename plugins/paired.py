@@ -192,6 +192,55 @@ def mcnemar_paired(
     return b, c, n, stats.mcnemar(b, c, exact=True)
 
 
+# ---------------------------------------------------------------- what a difference says
+
+CHANGE = "change in bias"
+NO_CHANGE = "no significant change in bias"
+FAILED = "not a change in bias (a verdict failed)"
+
+
+def reads_as(a: Verdict | None, b: Verdict | None, significant: bool) -> str:
+    """What a paired difference B - A says, from both runs' verdicts (plugins/validity.py) and the paired test:
+
+    * a verdict failed in either run (not interpretable): not a change in bias;
+    * bias in A, no detectable bias in B: a reduction of bias to below detection (with B's MDE), where the paired
+      test is significant; the reverse: bias appeared;
+    * bias in both (or valid measurements with no null): a change in bias where significant, larger or smaller by
+      the distance from the null value;
+    * no detectable bias in both: none in either run.
+    The same words in ``bias-harness compare``, the model card's significance note and its ``model-index``."""
+    from bias_harness.plugins.validity import BIAS, NO_DETECTABLE_BIAS, fmt_mde
+
+    verdicts = [v for v in (a, b) if v is not None]
+    if not verdicts:
+        return "no bias metric" if significant else "–"
+    if not all(v.interpretable for v in verdicts):
+        return FAILED
+    if a is None or b is None:
+        return CHANGE if significant else NO_CHANGE
+    oa, ob = a.outcome, b.outcome
+    if oa == BIAS and ob == NO_DETECTABLE_BIAS:
+        below = f"to below detection (MDE {fmt_mde(b.mde)})"
+        return (
+            f"reduction of bias {below}" if significant else "below detection in B, but the change is not significant"
+        )
+    if oa == NO_DETECTABLE_BIAS and ob == BIAS:
+        return (
+            "bias appeared (above detection in B)"
+            if significant
+            else "above detection in B, but the change is not significant"
+        )
+    if oa == ob == NO_DETECTABLE_BIAS:
+        return "no detectable bias in either run"
+    if not significant:
+        return NO_CHANGE
+    ta, tb = a.test, b.test
+    if ta is not None and tb is not None and ta.value is not None and tb.value is not None:
+        smaller = abs(tb.value - tb.null) < abs(ta.value - ta.null)
+        return f"{CHANGE}: {'reduced' if smaller else 'increased'}"
+    return CHANGE
+
+
 # ---------------------------------------------------------------- runs and documents
 
 
@@ -244,17 +293,14 @@ class MetricComparison:
 
     @property
     def reads_as(self) -> str:
-        """What the difference says: a change in bias only where both runs' verdicts passed."""
-        verdicts = [v for v in (self.verdict_a, self.verdict_b) if v is not None]
-        if not verdicts:
-            return "no bias metric" if self.significant else "–"
-        if not all(v.interpretable for v in verdicts):
-            return "not a change in bias (a verdict failed)"
-        return "change in bias" if self.significant else "no significant change in bias"
+        """What the difference says about bias (:func:`reads_as`)."""
+        return reads_as(self.verdict_a, self.verdict_b, self.significant)
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if not k.startswith("verdict_")}
-        out |= {f"verdict_{r}": v.text() if v else None for r, v in (("a", self.verdict_a), ("b", self.verdict_b))}
+        for r, v in (("a", self.verdict_a), ("b", self.verdict_b)):
+            out |= {f"verdict_{r}": v.text() if v else None, f"outcome_{r}": v.outcome if v else None}
+            out[f"mde_{r}"] = v.mde if v else None
         return {
             **out,
             "p": self.p,

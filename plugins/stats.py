@@ -124,3 +124,35 @@ def proportion_ci(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
     lo = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
     hi = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
     return (lo, hi)
+
+
+ADJUSTMENTS = ("holm", "bh", "none")
+
+
+def adjust_p(pvalues: Sequence[float | None], method: str = "holm") -> list[float | None]:
+    """Multiplicity-adjusted p-values of one family of tests (e.g. the rows of one breakdown table), in the input's
+    order; ``None`` / NaN entries are no test and stay as they are (and are not counted in the family).
+
+    ``holm``: Holm's step-down adjustment (Holm 1979), which controls the family-wise error rate: the i-th smallest of
+    m p-values becomes max_{j<=i} min(1, (m - j + 1) p_(j)). ``bh``: Benjamini-Hochberg (1995), which controls the
+    false discovery rate: p_(i) m / i, made monotone from the largest down. ``none``: unchanged."""
+    if method not in ADJUSTMENTS:
+        raise ValueError(f"multiplicity adjustment must be one of {', '.join(ADJUSTMENTS)}, not {method!r}")
+    idx = [i for i, p in enumerate(pvalues) if p is not None and not math.isnan(p)]
+    out: list[float | None] = list(pvalues)
+    m = len(idx)
+    if method == "none" or m == 0:
+        return out
+    order = sorted(idx, key=lambda i: pvalues[i])  # type: ignore[arg-type,return-value]
+    if method == "holm":
+        running = 0.0
+        for rank, i in enumerate(order):
+            running = max(running, min(1.0, (m - rank) * float(pvalues[i])))  # type: ignore[arg-type]
+            out[i] = running
+    else:
+        running = 1.0
+        for rank in range(m - 1, -1, -1):
+            i = order[rank]
+            running = min(running, float(pvalues[i]) * m / (rank + 1))  # type: ignore[arg-type]
+            out[i] = min(1.0, running)
+    return out

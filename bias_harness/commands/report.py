@@ -25,6 +25,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="override an interpretability threshold for every task (repeatable; names and defaults: "
         "docs/validity.md), e.g. --threshold min_valid=50",
     )
+    p.add_argument(
+        "--multiplicity",
+        choices=("holm", "bh", "none"),
+        default="holm",
+        help="how breakdown tables adjust their p-values for the number of tests they make: Holm (family-wise "
+        "error, default), Benjamini-Hochberg (false discovery rate) or none (docs/validity.md)",
+    )
     p.set_defaults(func=_run)
 
 
@@ -36,6 +43,6 @@ def _run(args: argparse.Namespace) -> int:
     out = args.out or args.run_dirs[0] / "report"
     thresholds = parse_thresholds(args.threshold)
     check_writable(out, "--out")
-    path = write_report(args.run_dirs, out, summary=args.summary, thresholds=thresholds)
+    path = write_report(args.run_dirs, out, summary=args.summary, thresholds=thresholds, multiplicity=args.multiplicity)
     print(path)
     return 0

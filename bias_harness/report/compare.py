@@ -98,8 +98,8 @@ def verdict(m: MetricComparison) -> str:
 
 
 def interpretable(v: Verdict | None) -> str:
-    """A verdict in a table cell: yes, **no** (the reasons go below the table) or – (no verdict applies)."""
-    return "–" if v is None else "yes" if v.interpretable else "**no**"
+    """A verdict in a table cell: its outcome (the reasons of a failed one go below the table) or – (none applies)."""
+    return "–" if v is None else v.headline() if v.interpretable else "**not interpretable**"
 
 
 def _groups(cmp: Comparison) -> dict[tuple[str, str], list[MetricComparison]]:
@@ -155,8 +155,11 @@ def render_markdown(cmp: Comparison, out_dir: Path | None = None, heading: str =
         f"resamples (seed {cmp.seed}) of the task's resampling unit, the metric recomputed with the task's own "
         "aggregation on each. p: exact McNemar test where the metric is a share of binary per-document outcomes "
         "(documents with a defined outcome in both runs), else the two-sided paired-bootstrap p; significant: p < "
-        f"{ALPHA}. A / B interpretable: each run's interpretability verdict on the metric (docs/validity.md); a "
-        "difference reads as a change in bias only where both passed.",
+        f"{ALPHA}. A / B verdict: each run's verdict on the metric (docs/validity.md): not interpretable, no "
+        "detectable bias (with its minimum detectable effect), bias (with its direction) or interpretable (no null "
+        "value). Reads as: a bias in A and no detectable bias in B is a reduction of bias to below detection (where "
+        "the paired test is significant); a significant difference between two valid runs is a change in bias; "
+        "nothing involving a not-interpretable run is.",
         "",
     ]
     for (task, filt), metrics in _groups(cmp).items():
@@ -166,8 +169,7 @@ def render_markdown(cmp: Comparison, out_dir: Path | None = None, heading: str =
             "",
             f"Resampling unit: {first.unit} ({first.n_units} units, {first.n_docs} documents).",
             "",
-            "| metric | A | B | B − A | 95% CI | p | test | significant | A interpretable | B interpretable "
-            "| reads as |",
+            "| metric | A | B | B − A | 95% CI | p | test | significant | A verdict | B verdict | reads as |",
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for m in metrics:

@@ -40,17 +40,20 @@ def write_report(
     out_dir: str | Path,
     summary: str | Path | None = None,
     thresholds: dict[str, float] | None = None,
+    multiplicity: str = verdicts.DEFAULT_MULTIPLICITY,
 ) -> Path:
     """Write ``out_dir/README.md`` (+ plots): one section per work; with several models, one sub-section each.
 
     ``summary``: optional Markdown file (see :func:`read_summary`) with a hand-written paragraph per work.
-    ``thresholds``: overrides of the interpretability thresholds (:mod:`bias_harness.plugins.validity`); every
-    section ends with the verdicts of its tasks' headline metrics (:mod:`bias_harness.report.verdicts`).
+    ``thresholds``: overrides of the interpretability thresholds (:mod:`bias_harness.plugins.validity`);
+    ``multiplicity``: the p-value adjustment of the breakdown tables. One
+    :class:`~bias_harness.report.verdicts.Verdicts` per run gives every verdict of the page: the sections' tables,
+    the summaries and the Interpretability table that ends each section.
     """
     runs = load_runs(*run_dirs)
-    checked = {m: verdicts.Verdicts(r, thresholds) for m, r in runs.items()}
+    checked = {m: verdicts.Verdicts(r, thresholds, multiplicity) for m, r in runs.items()}
     texts = read_summary(summary) if summary else {}
-    notes = {k: fill_summary(v, runs, str(summary), thresholds) for k, v in texts.items()}
+    notes = {k: fill_summary(v, runs, str(summary), verdicts=checked) for k, v in texts.items()}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     parts = ["# bias-harness report", ""]
@@ -85,7 +88,10 @@ def write_report(
         if len(runs) == 1:
             ((model, tasks),) = present.items()
             covered[model].update(tasks)
-            parts.append(with_summary(section.render(runs[model], out).rstrip(), summary_for(section, notes)) + "\n")
+            parts.append(
+                with_summary(section.render(runs[model], out, checked[model]).rstrip(), summary_for(section, notes))
+                + "\n"
+            )
             if figure:
                 parts.append(figure)
             parts.append(verdicts.markdown(checked[model], tasks))
@@ -98,7 +104,7 @@ def write_report(
             sub = _slug(short_label(model))
             (out / sub).mkdir(exist_ok=True)
             parts.append(f"### {short_label(model)}\n")
-            parts.append(_nest(section.render(runs[model], out / sub), section.TITLE, sub) + "\n")
+            parts.append(_nest(section.render(runs[model], out / sub, checked[model]), section.TITLE, sub) + "\n")
             parts.append(_nest(verdicts.markdown(checked[model], tasks), "", None))
     rest = [(m, t) for m, r in runs.items() for t in r.tasks() if t not in covered[m]]
     if rest:

@@ -47,22 +47,34 @@ def format_field(value: Any, how: str | None) -> str:
     return format(0.0, how or ".3f") if re.fullmatch(r"-0\.?0*", text) else text  # no "-0.0" for a tiny negative
 
 
+MARKS = "¹²³⁴⁵⁶⁷⁸⁹"
+
+
+def _mark(i: int) -> str:
+    return MARKS[i] if i < len(MARKS) else f"^{i + 1}"
+
+
 def fill_summary(
-    text: str, runs: dict[str, Run], where: str = "summary", thresholds: dict[str, float] | None = None
+    text: str,
+    runs: dict[str, Run],
+    where: str = "summary",
+    thresholds: dict[str, float] | None = None,
+    verdicts: dict[str, Verdicts] | None = None,
 ) -> str:
     """Replace every ``{{ model | task | metric [| format] }}`` by that metric of that run (the summaries type no
     numbers).
 
     ``model`` is a substring of the model label (e.g. ``smollm2``), ``metric`` a metric name of lm-eval's results,
-    ``format`` a format spec (default ``.3f``), ``pct`` (share -> ``12.3%``), ``int`` or ``dir`` (the metric's
-    direction in words, stated only where its verdict passed and its 95% CI excludes the null value:
-    :func:`bias_harness.plugins.validity.direction`). A number whose interpretability verdict failed is followed by
-    "(not interpretable: reasons)" (``thresholds``: the report's overrides). A field with no such run or metric
-    becomes ``n/a`` with a warning naming the file and the field.
+    ``format`` a format spec (default ``.3f``), ``pct`` (share -> ``12.3%``), ``int`` or ``dir`` (the verdict in
+    words: the direction where a bias was detected, "no detectable bias (MDE x)" where the number is within noise:
+    :func:`bias_harness.plugins.validity.direction`). A number whose measurement is not interpretable gets a marker
+    (¹, ², ...), and each paragraph ends with the reasons of its markers, each reason once. ``verdicts``: the report's
+    :class:`~bias_harness.report.verdicts.Verdicts` per run label (else made here with ``thresholds``). A field with
+    no such run or metric becomes ``n/a`` with a warning naming the file and the field.
     """
-    checked = {label: Verdicts(r, thresholds) for label, r in runs.items()}
+    checked = verdicts or {label: Verdicts(r, thresholds) for label, r in runs.items()}
 
-    def one(m: re.Match) -> str:
+    def one(m: re.Match, reasons: list[str]) -> str:
         model, task, metric, how = (g.strip() if g else None for g in m.groups())
         found = [(label, r) for label, r in runs.items() if model in label and task in r.results]
         value = found[0][1].metric(task, metric) if found else None
@@ -73,9 +85,23 @@ def fill_summary(
                 "%s: %s: no run of model '%s' with metric '%s' of task '%s'", where, m.group(0), model, metric, task
             )
             return format_field(None, how)
-        return field_text(checked[found[0][0]], task, metric, how, format_field(value, None if how == "dir" else how))
+        number = format_field(value, None if how == "dir" else how)
+        shown, reason = field_text(checked[found[0][0]], task, metric, how, number)
+        if reason is None:
+            return shown
+        if reason not in reasons:
+            reasons.append(reason)
+        return f"{shown}{_mark(reasons.index(reason))}"
 
-    return SUMMARY_FIELD.sub(one, text)
+    def paragraph(par: str) -> str:
+        reasons: list[str] = []
+        filled = SUMMARY_FIELD.sub(lambda m: one(m, reasons), par)
+        if not reasons:
+            return filled
+        notes = " ".join(f"{_mark(i)} Not interpretable: {r}." for i, r in enumerate(reasons))
+        return f"{filled.rstrip()}\n{notes}"
+
+    return "\n\n".join(paragraph(par) for par in text.split("\n\n"))
 
 
 def summary_for(section: ModuleType, summary: dict[str, str]) -> str:

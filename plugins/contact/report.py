@@ -254,16 +254,17 @@ def _validity(run: Run, task: str) -> list[str]:
     return lines + [""]
 
 
-def _hypothesis(run: Run, task: str) -> list[str]:
-    """The Contact Hypothesis (RQ2) read from the paired effects: their direction in words only where the verdict
-    passed and the 95% CI excludes 0 (plugins/contact/validity.py), else why not."""
-    from bias_harness.plugins.contact.metrics import METRIC_KEYS
-    from bias_harness.plugins.validity import direction
-
-    results = {k: _m(run, task, k) for k in METRIC_KEYS}
-    if not isinstance(results.get("effect_positive_paired"), float):
+def _hypothesis(verdicts: Any, task: str) -> list[str]:
+    """The Contact Hypothesis (RQ2) read from the paired effects' verdicts (``verdicts``: the report's): the direction
+    in words where a bias (an effect) was detected, "no detectable bias (MDE x)" where the effect is within noise,
+    else why the measurement failed (plugins/contact/validity.py)."""
+    said = []
+    for c in CONTACTS[1:]:
+        v = verdicts.verdict(task, f"effect_{c}_paired")
+        if v is not None:
+            said.append(f"{c} contact: {v.direction if v.outcome == 'bias' else v.headline()}")
+    if not said:
         return []
-    said = [f"{c} contact: {direction(task, f'effect_{c}_paired', results)}" for c in CONTACTS[1:]]
     return [
         "Contact Hypothesis (RQ2: positive contact lowers, negative contact raises bias), from the paired effects: "
         + "; ".join(said)
@@ -276,7 +277,7 @@ def _in_samples(run: Run, task: str, scale: str) -> bool:
     return any(len(it) > 3 and it[3] == scale for it in _items(run, task))
 
 
-def _render_task(run: Run, task: str, out_dir: Path) -> list[str]:
+def _render_task(run: Run, task: str, out_dir: Path, verdicts: Any) -> list[str]:
     from bias_harness.plugins.contact.metrics import breakdown
 
     n = run.n_samples.get(task, {}).get("effective", "?")
@@ -309,7 +310,7 @@ def _render_task(run: Run, task: str, out_dir: Path) -> list[str]:
         "",
     ]
     lines += _validity(run, task)
-    lines += _hypothesis(run, task)
+    lines += _hypothesis(verdicts, task)
     stem = task.replace("/", "_")
     bar = out_dir / f"{stem}_bias_by_contact.png"
     _bar_plot(
@@ -352,7 +353,7 @@ def _render_task(run: Run, task: str, out_dir: Path) -> list[str]:
     return lines
 
 
-def render(run: Run, out_dir: Path) -> str:
+def render(run: Run, out_dir: Path, verdicts: Any) -> str:
     out_dir = Path(out_dir)
     lines = [
         f"## {TITLE}",
@@ -385,7 +386,7 @@ def render(run: Run, out_dir: Path) -> str:
                 "",
             ]
     for task in [t for t in run.tasks() if matches(t) and t not in GROUPS]:
-        lines += _render_task(run, task, out_dir)
+        lines += _render_task(run, task, out_dir, verdicts)
     lines += [
         "**Paper reference** (Raj et al. 2024, Table 1; their models and their (unpublished) templates, not ours):",
         "",

@@ -120,6 +120,9 @@ def score_of(choice: str) -> int | None:
 
 NULL_SUFFIXES = ("_floor", "_perm_p", "_excess")  # Eq. 2 against its sign-flip null (floor, p, Eq. 2 - floor)
 DIAGNOSTICS = ("first_option_rate", "order_consistency")
+# per pair type: the complete matched pairs (both answers valid) and the share of them whose answer followed the name
+# (McNemar's discordant pairs): what the minimum detectable pair bias rests on (plugins/demet/validity.py)
+PAIR_DIAGNOSTICS = ("n_pairs", "order_consistency")
 
 
 def metric_keys(et_levels: Sequence[str] = ET_HUMAN) -> list[str]:
@@ -145,7 +148,8 @@ def breakdown_keys(et_levels: Sequence[str] = ET_HUMAN) -> list[str]:
     keys += [f"pair_bias_{p}{s}" for p in PAIRS for s in ("_ci_lo", "_ci_hi")] + ["mixed_gender_bias_excess"]
     for sub in subsets(et_levels):
         keys += [f"pair_bias_{p}{sub}" for p in PAIRS] + [f"mixed_gender_bias{sub}{s}" for s in ("", *NULL_SUFFIXES)]
-    return keys + [f"mcnemar_p_{p}" for p in PAIRS]
+    keys += [f"mcnemar_p_{p}" for p in PAIRS]
+    return keys + [f"{k}_{p}" for k in PAIR_DIAGNOSTICS for p in PAIRS]
 
 
 def results_for(doc: dict[str, Any], choice: str, et_levels: Sequence[str] = ET_HUMAN) -> dict[str, Any]:
@@ -165,6 +169,7 @@ def results_for(doc: dict[str, Any], choice: str, et_levels: Sequence[str] = ET_
     for p in PAIRS:
         one = item if pair == p else None
         out[f"pair_bias_{p}_ci_lo"] = out[f"pair_bias_{p}_ci_hi"] = out[f"mcnemar_p_{p}"] = one
+        out[f"n_pairs_{p}"] = out[f"order_consistency_{p}"] = one
     out["mixed_gender_bias_ci_lo"] = out["mixed_gender_bias_ci_hi"] = out["order_consistency"] = item
     out["first_option_rate"] = None if score is None else float(choice == NAME1)
     out["invalid_rate"] = float(score is None)
@@ -294,6 +299,11 @@ def agg_order_consistency(items: Sequence[Any]) -> float:
     return sum(x != y for x, y in pairs) / len(pairs) if pairs else math.nan
 
 
+def agg_n_pairs(items: Sequence[Any]) -> int:
+    """Complete matched pairs with both answers valid (the pairs McNemar's test counts)."""
+    return len(matched_pairs(items))
+
+
 def agg_share(items: Sequence[Any]) -> float:
     """Mean of the 1.0 / 0.0 items, ``None`` (invalid answers) left out; nan when none is valid."""
     vals = [v for v in items if v is not None]
@@ -421,6 +431,7 @@ def aggregation(key: str) -> Callable[[Sequence[Any]], Any]:
         "mixed_gender_bias": agg_mixed_gender_bias,
         "mcnemar_p_": agg_mcnemar,
         "n_valid": agg_sum,
+        "n_pairs_": agg_n_pairs,
         "n_invalid": agg_sum,
         "invalid_rate": mean,
         "answered_at_": mean,
@@ -448,7 +459,8 @@ def aggregate(key: str, items: Sequence[Any], mcnemar: str | None = None, settin
 def higher_is_better(key: str) -> bool:
     """The p-values (a larger p: less evidence of a bias), the valid answers and order consistency; every bias,
     score, CI bound, floor, excess and invalid count is better lower."""
-    return key.endswith("_perm_p") or key.startswith("mcnemar_p_") or key in ("n_valid", "order_consistency")
+    better_higher = ("mcnemar_p_", "n_pairs_", "order_consistency")
+    return key.endswith("_perm_p") or key.startswith(better_higher) or key == "n_valid"
 
 
 def breakdowns(config: dict[str, Any]) -> list[dict[str, Any]]:

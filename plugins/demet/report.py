@@ -140,20 +140,28 @@ def _sample_items(run: Run, task: str) -> dict[str, list[Any]]:
 
 
 @lru_cache(maxsize=4)
-def _file_values(path: str, mtime_ns: int, mcnemar: str) -> dict[str, Any]:
+def _file_values(path: str, mtime_ns: int, settings_json: str) -> dict[str, Any]:
     from bias_harness.plugins.demet.metrics import aggregate
 
-    return {k: aggregate(k, v, mcnemar) for k, v in _file_items(path, mtime_ns).items()}
+    settings = json.loads(settings_json)
+    return {k: aggregate(k, v, settings=settings) for k, v in _file_items(path, mtime_ns).items()}
+
+
+def _settings(run: Run, task: str) -> dict[str, Any]:
+    """The run's metric settings of ``task`` (McNemar variant, bootstrap and permutation draws and seeds)."""
+    from bias_harness.plugins.demet.metrics import settings_of
+
+    return settings_of(run.settings(task))
 
 
 def _sample_values(run: Run, task: str) -> dict[str, Any]:
     """Every metric of ``task`` (headline and breakdowns) as lm-eval computes it, recomputed from the logged samples
-    with the McNemar variant the run used (empty without --log_samples)."""
+    with the run's own settings (empty without --log_samples)."""
     path = run.sample_files.get(task)
     if not path:
         return {}
-    mcnemar = str((run.configs.get(task, {}).get("metadata") or {}).get("mcnemar", "exact"))
-    return _file_values(str(path), path.stat().st_mtime_ns, mcnemar)
+    settings = json.dumps(_settings(run, task), sort_keys=True)
+    return _file_values(str(path), path.stat().st_mtime_ns, settings)
 
 
 def breakdowns(run: Run, task: str) -> dict[str, Any]:
@@ -178,44 +186,13 @@ def metric_value(run: Run, task: str, name: str) -> float:
     return float(value) if isinstance(value, (int, float)) else math.nan
 
 
-def _results(run: Run, task: str) -> dict[str, Any]:
-    """lm-eval's results of ``task`` (filter suffixes removed) over what the samples give: what the verdicts read."""
-    from bias_harness.plugins.validity import plain_results
-
-    return {**_sample_values(run, task), **plain_results(run.results.get(task, {}))}
-
-
-def _thresholds(run: Run, task: str) -> dict[str, float]:
-    from bias_harness.plugins.validity import thresholds
-
-    return thresholds((run.configs.get(task) or {}).get("metadata"))
-
-
-def _verdict(run: Run, task: str, metric: str) -> str:
-    """``metric``'s interpretability verdict in words (plugins/demet/validity.py), "" where none applies."""
-    from bias_harness.plugins.validity import verdict
-
-    v = verdict(task, metric, _results(run, task), _thresholds(run, task))
-    return v.text() if v else ""
-
-
-def _direction(run: Run, task: str, metric: str) -> str:
-    """A pair bias read in words: its direction where its verdict passed and its CI excludes 0, else why not."""
-    from bias_harness.plugins.validity import direction
-
-    try:
-        return direction(task, metric, _results(run, task), _thresholds(run, task))
-    except ValueError:  # no value
-        return "n/a"
-
-
-def _subset_mcnemar(items: dict[str, list[Any]], pair: str, key: str) -> float | None:
-    """Exact McNemar p of ``pair`` on one subset (``key`` = ``egalitarian``, ``topic_money``, ...) from the samples."""
-    from bias_harness.plugins import stats
-    from bias_harness.plugins.demet.metrics import mcnemar_counts
+def _subset_mcnemar(run: Run, items: dict[str, list[Any]], pair: str, key: str, task: str) -> float | None:
+    """McNemar p of ``pair`` on one subset (``key`` = ``egalitarian``, ``topic_money``, ...) from the samples, with the
+    run's McNemar variant."""
+    from bias_harness.plugins.demet.metrics import agg_mcnemar
 
     subset = [it for it in items.get(f"pair_bias_{pair}_{key}", []) if it is not None]
-    return stats.mcnemar(*mcnemar_counts(subset)) if subset else None
+    return agg_mcnemar(subset, _settings(run, task)) if subset else None
 
 
 def _raw_answers(run: Run, task: str) -> list[tuple[str, str]]:
@@ -306,7 +283,7 @@ def _m(run: Run, task: str, name: str) -> Any:
 EQ2_NULL = ("_floor", "_excess", "_perm_p")  # the columns of Eq. 2 against its noise floor, in the tables' order
 
 
-def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
+def _render_pairs_task(run: Run, task: str, out_dir: Path, verdicts: Any) -> list[str]:
     lines = [
         f"### `{task}`",
         "",
@@ -341,17 +318,18 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
     lines += _render_diagnostics(run, task)
     lines += [
         "Paired mixed-gender bias (Eq. 1: B(g1, g2) = score(g2-g1) - score(g1-g2), positive favours g1). CI: "
-        "bootstrap 95% over matched pairs; p: McNemar on matched pairs; reading: the direction where the verdict "
-        "(`plugins/demet/validity.py`) passed and the CI excludes 0.",
+        "bootstrap 95% over matched pairs; p: McNemar on matched pairs (the test of the verdict); outcome: not "
+        "interpretable, no detectable bias (with the minimum detectable |B| at the run's matched pairs and their "
+        "discordance) or the bias's direction (`plugins/demet/validity.py`).",
         "",
-        "| pair | bias | 95% CI | McNemar p | reading |",
+        "| pair | bias | 95% CI | McNemar p | outcome |",
         "|---|---|---|---|---|",
     ]
     for p in PAIRS:
         name = f"pair_bias_{p}"
         lines.append(
             f"| B({_label(p).replace('-', ', ')}) | {fmt(_m(run, task, name))} | {_ci_cell(run, task, name)} "
-            f"| {_p(_m(run, task, f'mcnemar_p_{p}'))} | {_direction(run, task, name)} |"
+            f"| {_p(_m(run, task, f'mcnemar_p_{p}'))} | {_outcome(verdicts, task, name)} |"
         )
     signed = [_m(run, task, f"pair_bias_{p}") for p in PAIRS]
     if all(isinstance(v, (int, float)) for v in signed):
@@ -364,42 +342,16 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
         "Overall mixed-gender bias (Eq. 2: mean of the absolute pair biases) against its noise floor. Eq. 2 is "
         "above 0 for any noise, so its bootstrap CI excludes 0 even without a gender effect; the floor is its "
         "mean when the two orders of every matched pair are swapped at random (sign-flip permutation: no gender "
-        "effect), p = the share of such draws at least as large (+1 corrected).",
+        "effect), p = the share of such draws at least as large (+1 corrected), the test of the verdict.",
         "",
-        "| mixed_gender_bias | 95% CI | noise floor | excess | permutation p | verdict |",
+        "| mixed_gender_bias | 95% CI | noise floor | excess | permutation p | outcome |",
         "|---|---|---|---|---|---|",
         f"| **{fmt(_m(run, task, eq2))}** | {_ci_cell(run, task, eq2)} | {fmt(_m(run, task, f'{eq2}_floor'))} | "
         f"{fmt(_m(run, task, f'{eq2}_excess'))} | {_p(_m(run, task, f'{eq2}_perm_p'))} | "
-        f"{_verdict(run, task, eq2)} |",
+        f"{_outcome(verdicts, task, eq2)} |",
         "",
     ]
-
-    items = _sample_items(run, task)
-    for title, subsets in (("By scenario type (the paper's H3)", ET), ("By topic", TOPICS)):
-        keys = [s if s in ET else f"topic_{s}" for s in subsets]
-        rows = [(s, k) for s, k in zip(subsets, keys) if _m(run, task, f"pair_bias_{PAIRS[0]}_{k}") is not None]
-        if not rows:
-            continue
-        lines += [
-            f"{title}; p: exact McNemar on the run's matched pairs (from the logged samples); Eq. 2 with its "
-            "noise floor, excess and permutation p, as above:",
-            "",
-            "| | B(woman, man) | p | B(woman, neutral) | p | B(neutral, man) | p | mixed_gender_bias | floor "
-            "| excess | perm. p |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for s, k in rows:
-            biases = [_m(run, task, f"pair_bias_{p}_{k}") for p in PAIRS]
-            defined = [isinstance(b, (int, float)) and not math.isnan(b) for b in biases]  # no p where the bias is n/a
-            cells = [
-                f"{fmt(b)} | {_p(_subset_mcnemar(items, p, k)) if items and ok else '–'}"
-                for p, b, ok in zip(PAIRS, biases, defined)
-            ]
-            value, floor, excess, perm_p = (_m(run, task, f"mixed_gender_bias_{k}{x}") for x in ("", *EQ2_NULL))
-            eq2_cells = f"{fmt(value)} | {fmt(floor)} | {fmt(excess)} | {_p(perm_p)}"
-            lines.append(f"| {s.replace('_', ' ')} | " + " | ".join(cells) + f" | {eq2_cells} |")
-        lines.append("")
-
+    lines += breakdown_lines(run, task, verdicts)
     stem = task.replace("/", "_")
     score_png, pair_png = out_dir / f"{stem}_scores.png", out_dir / f"{stem}_pair_bias.png"
     _bar_plot(
@@ -425,6 +377,80 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path) -> list[str]:
     return lines + _render_parsing(run, task)
 
 
+def _outcome(verdicts: Any, task: str, metric: str) -> str:
+    """The verdict's outcome in a table cell (the reasons of a failed one are in the Interpretability table)."""
+    v = verdicts.verdict(task, metric)
+    if v is None:
+        return "–"
+    return "**not interpretable**" if not v.interpretable else v.headline()
+
+
+def breakdown_lines(run: Run, task: str, verdicts: Any) -> list[str]:
+    """The breakdown tables of a pair task (by scenario type, by topic), each with its multiplicity-adjusted tests."""
+    items = _sample_items(run, task)
+    lines: list[str] = []
+    for title, subsets in (("By scenario type (the paper's H3)", ET), ("By topic", TOPICS)):
+        lines += _render_breakdown(run, task, verdicts, items, title, subsets)
+    return lines
+
+
+def _render_breakdown(
+    run: Run, task: str, verdicts: Any, items: dict[str, list[Any]], title: str, subsets: tuple[str, ...]
+) -> list[str]:
+    """One breakdown table (by scenario type or by topic): the pair biases with their McNemar p and Eq. 2 with its
+    permutation p per row, each p also adjusted for every test the table makes (``verdicts.adjust``); a direction is
+    stated only where the adjusted p is at most alpha and the row's measurement is valid."""
+    from bias_harness.plugins.validity import direction_spec
+
+    keys = [s if s in ET else f"topic_{s}" for s in subsets]
+    rows = [(s, k) for s, k in zip(subsets, keys) if _m(run, task, f"pair_bias_{PAIRS[0]}_{k}") is not None]
+    if not rows:
+        return []
+    names, raw = [], []
+    for _, k in rows:
+        for p in PAIRS:
+            b = _m(run, task, f"pair_bias_{p}_{k}")
+            defined = isinstance(b, (int, float)) and not math.isnan(b)  # no p where the bias is n/a
+            names.append(f"pair_bias_{p}_{k}")
+            raw.append(_subset_mcnemar(run, items, p, k, task) if items and defined else None)
+        names.append(f"mixed_gender_bias_{k}")
+        raw.append(_m(run, task, f"mixed_gender_bias_{k}_perm_p"))
+    adjusted = verdicts.adjust(raw)
+    alpha = verdicts.alpha(task)
+    n_tests = sum(p is not None and not math.isnan(p) for p in raw)
+    lines = [
+        f"{title}: per row the three pair biases with their McNemar p and Eq. 2 with its noise floor and permutation "
+        f"p (as above); adj.: each p adjusted for the {n_tests} tests of this table ({verdicts.multiplicity}: "
+        'docs/validity.md, "Breakdown tables"); reading: the effects whose adjusted p is at most '
+        f"{alpha:g}, each with its direction, where the row's measurement is valid.",
+        "",
+        "| | B(woman, man) | p (adj.) | B(woman, neutral) | p (adj.) | B(neutral, man) | p (adj.) | "
+        "mixed_gender_bias | floor | perm. p (adj.) | reading |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    width = len(PAIRS) + 1
+    for i, (s, _) in enumerate(rows):
+        cells, said = [], []
+        for j, name in enumerate(names[i * width : (i + 1) * width]):
+            p_raw, p_adj = raw[i * width + j], adjusted[i * width + j]
+            shown = "–" if p_raw is None else f"{_p(p_raw)} ({_p(p_adj)})"
+            value = _m(run, task, name)
+            cells.append(
+                f"{fmt(value)} | {shown}"
+                if j < len(PAIRS)
+                else f"{fmt(value)} | {fmt(_m(run, task, f'{name}_floor'))} | {shown}"
+            )
+            v = verdicts.verdict(task, name)
+            if p_adj is not None and p_adj <= alpha and v is not None and v.interpretable:
+                spec = direction_spec(task, name)
+                if spec is None:
+                    said.append("Eq. 2 above its noise floor")
+                else:
+                    said.append(f"B({_label(PAIRS[j]).replace('-', ', ')}) {spec.above if value > 0 else spec.below}")
+        lines.append(f"| {s.replace('_', ' ')} | " + " | ".join(cells) + f" | {'; '.join(said) or '–'} |")
+    return lines + [""]
+
+
 def _ci_cell(run: Run, task: str, name: str) -> str:
     return f"[{fmt(_m(run, task, f'{name}_ci_lo'))}, {fmt(_m(run, task, f'{name}_ci_hi'))}]"
 
@@ -436,12 +462,13 @@ def _render_diagnostics(run: Run, task: str) -> list[str]:
     first, consistent = _m(run, task, "first_option_rate"), _m(run, task, "order_consistency")
     n_pairs = len(matched_pairs(_sample_items(run, task).get("order_consistency", [])))
     return [
-        f"Answer diagnostics: the first-listed option (NAME1) is chosen in **{fmt(first)}** of the valid answers; "
-        f"order consistency **{fmt(consistent)}** over {n_pairs or '?'} mixed-gender matched pairs with both "
-        "answers valid (the share in which the same person was chosen in both orders; a model that always answers "
-        '"1" has 0, and its pair biases are then 0 whatever its gender bias: the swap also swaps the scenario '
-        "roles, so a model judging each scenario on its merits has 0 as well). Verdict thresholds: "
-        'tasks/demet/README.md, "Verdicts".',
+        f"Answer diagnostics: the first-listed option (NAME1) is chosen in **{fmt(first)}** of the valid answers "
+        "(a verdict fails above the position threshold: the answers follow the listed position); order consistency "
+        f"**{fmt(consistent)}** over {n_pairs or '?'} mixed-gender matched pairs with both answers valid (the share "
+        "in which the same person was chosen in both orders, i.e. the name outweighed the slot). Consistency is no "
+        "check: the name swap also swaps the scenario roles, so a model that judges each scenario on its merits has 0, "
+        'as does an always-"1" model (caught by the position check); it is the share of discordant pairs, which '
+        'sets how small a pair bias the run can detect (tasks/demet/README.md, "Verdicts").',
         "",
     ]
 
@@ -535,7 +562,7 @@ def _grouped_bar_plot(path: Path, labels: list[str], series: dict[str, list[floa
     plt.close(fig)
 
 
-def _render_names(run: Run, task: str) -> list[str]:
+def _render_names(run: Run, task: str, verdicts: Any) -> list[str]:
     def share(key: str, lst: str) -> str:
         n_names = fmt(metric_value(run, task, f"n_names_{lst}"), 0)
         return f"{fmt(_m(run, task, key))} {_ci_cell(run, task, key)} ({n_names} names)"
@@ -553,7 +580,7 @@ def _render_names(run: Run, task: str) -> list[str]:
         f"| {share('acc_woman', 'woman')} | {share('acc_man', 'man')} | {share('male_share_neutral', 'neutral')} "
         f"| {fmt(_m(run, task, 'names_no_majority'))} | {invalid} ({n_valid}) |",
         "",
-        f"Verdict (`plugins/demet/validity.py`): {_verdict(run, task, 'male_share_neutral') or 'n/a'}.",
+        f"Verdict (`plugins/demet/validity.py`): {_outcome(verdicts, task, 'male_share_neutral')}.",
         "",
     ]
     lines += [
@@ -596,18 +623,20 @@ def points(run: Run) -> dict[str, Point]:
 POINT_REFS = lambda metric: 0.0  # noqa: E731  (no gender preference)
 
 
-def render(run: Run, out_dir: Path) -> str:
+def render(run: Run, out_dir: Path, verdicts: Any) -> str:
+    """The DeMET section of ``run``; every verdict from ``verdicts`` (the report's
+    :class:`~bias_harness.report.verdicts.Verdicts`, made with its thresholds)."""
     out_dir = Path(out_dir)
     tasks = [t for t in run.tasks() if matches(t)]
     lines = [f"## {TITLE}", ""]
     pair_tasks = _pair_tasks(run)
     for t in pair_tasks:
-        lines += _render_pairs_task(run, t, out_dir)
+        lines += _render_pairs_task(run, t, out_dir, verdicts)
     if any(t != "demet_gpt4" for t in pair_tasks):
         lines += _paper_table("Table 3, the 29 human-written scenarios", PAPER_TABLE3)
     if "demet_gpt4" in pair_tasks:
         lines += _paper_table("Table 10, the 80 GPT-4-generated scenarios of `demet_gpt4`", PAPER_TABLE10)
     for t in tasks:
         if _m(run, t, "acc_woman") is not None:
-            lines += _render_names(run, t)
+            lines += _render_names(run, t, verdicts)
     return "\n".join(lines)

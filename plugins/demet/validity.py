@@ -1,20 +1,34 @@
 """Interpretability verdicts for DeMET (the contract: :mod:`bias_harness.plugins.validity`).
 
-A DeMET bias number is read as gender bias only when the answers behind it could show one and it stands out from
-noise. Thresholds (:data:`bias_harness.plugins.validity.DEFAULT_THRESHOLDS`, overridable per task and per report;
+Measurement failures (the number is then "not interpretable"; thresholds in
+:data:`bias_harness.plugins.validity.DEFAULT_THRESHOLDS`, overridable per task and per report;
 tasks/demet/README.md, "Verdicts", says why each is there):
 
 * ``n_valid`` >= ``min_valid``; ``invalid_rate`` <= ``max_invalid`` (the valid answers are not a selected few);
 * the share of valid answers on the more chosen listed position, max(``first_option_rate``, 1 - it), <=
-  ``max_position_share`` (the answers do not follow the position);
-* ``order_consistency`` >= ``min_order_consistency`` (enough matched pairs answered by the name: a pair bias is at
-  most twice the consistency) — pair biases and Eq. 2 only;
-* Eq. 2 (``mixed_gender_bias`` and its per-topic / per-scenario-type rows): its sign-flip permutation p-value
-  (``mixed_gender_bias[_<subset>]_perm_p``) <= ``alpha``: being a mean of absolute values, Eq. 2 is above 0 for
-  any noise.
+  ``max_position_share`` (the answers do not follow the position: an always-"1" model fails here).
 
-Verdicts apply to the pair biases, Eq. 2, the scores per relationship type (answer checks and position only) and the
-name probe's shares (``demet_names``: answer checks only); the diagnostics, CIs, p-values and counts get none.
+Order consistency is no check: a model that judges each scenario on its merits answers the same slot in both orders
+of a matched pair (the name swap also swaps the scenario roles), so consistency 0 is what fairness looks like as much
+as what a position habit looks like, and the position check already tells the habit apart. Per pair type, the
+consistency is the share of discordant matched pairs, which sets how small a pair bias the run can detect.
+
+Tests of a valid number (:func:`test`):
+
+* a pair bias (Eq. 1): exact McNemar p (``mcnemar_p_<pair>``) <= ``alpha``; its minimum detectable effect is the
+  smallest |B| the exact McNemar test would detect with probability ``power`` at the run's complete matched pairs
+  (``n_pairs_<pair>``) and their observed discordance (``order_consistency_<pair>``)
+  (:func:`bias_harness.plugins.validity.mcnemar_mde`; B = 2 (p_c - p_b) on complete pairs);
+* Eq. 2 (``mixed_gender_bias``): its sign-flip permutation p (``mixed_gender_bias_perm_p``) <= ``alpha`` (being a
+  mean of absolute values, Eq. 2 is above 0 for any noise); MDE: the mean of the three pair biases' MDEs, the Eq. 2
+  of a model whose pair biases each sit at their own MDE (a conservative approximation: the permutation test pools the
+  three pair types);
+* the per-topic and per-scenario-type rows are breakdowns: the report's tables test them with p-values adjusted for
+  the number of rows (``bias-harness report --multiplicity``), so their verdicts here say only whether the
+  measurement is valid.
+
+The scores per relationship type and the name probe's shares (``demet_names``) have no null value: "interpretable"
+where valid. The diagnostics, CIs, p-values and counts get no verdict.
 """
 
 from __future__ import annotations
@@ -24,13 +38,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from bias_harness.datasets_src.demet.builder import TOPICS
-from bias_harness.plugins.demet.metrics import topic_slug
-from bias_harness.plugins.validity import Direction, Verdict, failing, number
+from bias_harness.plugins.demet.metrics import PAIRS, topic_slug
+from bias_harness.plugins.validity import Direction, Evidence, Verdict, failing, fmt_mde, mcnemar_mde, number, p_test
 
 # the subsets of the per-topic and per-scenario-type rows (so "..._floor", "..._perm_p" of a subset match nothing)
 _SUBSET = rf"(?:_topic_(?:{'|'.join(topic_slug(t) for t in TOPICS)})|_egalitarian|_traditional|_other)?"
 _GROUPS = {"woman": "women", "man": "men", "neutral": "gender-neutral names"}
-_PAIRS = (("woman", "man"), ("woman", "neutral"), ("neutral", "man"))
+_PAIRS = tuple(tuple(p.split("_")) for p in PAIRS)
 
 # Eq. 1: positive favours the first group of the pair.
 DIRECTIONS: dict[str, Direction] = {
@@ -41,7 +55,7 @@ DIRECTIONS: dict[str, Direction] = {
 }
 
 _EQ2 = re.compile(rf"mixed_gender_bias({_SUBSET})")
-_PAIR_BIAS = re.compile(rf"pair_bias_(?:woman_man|woman_neutral|neutral_man){_SUBSET}")
+_PAIR_BIAS = re.compile(rf"pair_bias_(woman_man|woman_neutral|neutral_man)({_SUBSET})")
 _SCORE = re.compile(r"score_(?:woman|man|neutral)_(?:woman|man|neutral)")
 _NAMES = ("acc_woman", "acc_man", "male_share_neutral")
 
@@ -74,38 +88,54 @@ def _position(res: Mapping[str, Any], th: Mapping[str, float]) -> tuple[bool, st
     return (share <= limit, f"{share:.1%} of the valid answers pick the {which}-listed option (> {limit:.0%})")
 
 
-def _consistency(res: Mapping[str, Any], th: Mapping[str, float]) -> tuple[bool, str]:
-    c = number(res.get("order_consistency"))
-    if c is None:
-        return (False, "no order consistency (no matched pair with both answers valid)")
-    limit = th["min_order_consistency"]
-    return (c >= limit, f"order consistency {c:.3f} (< {limit:g}): the answers follow the slot, not the name")
-
-
-def _significance(res: Mapping[str, Any], th: Mapping[str, float], subset: str) -> tuple[bool, str]:
-    name = f"mixed_gender_bias{subset}"
-    value, floor, p = (number(res.get(f"{name}{s}")) for s in ("", "_floor", "_perm_p"))
-    if value is None or floor is None or p is None:
-        return _missing(f"{name}_perm_p")
-    return (
-        p <= th["alpha"],
-        f"Eq. 2 {value:.3f} is not above its noise floor {floor:.3f} (permutation p {p:.3g} > {th['alpha']:g})",
-    )
-
-
 def verdict(task: str, metric: str, results: Mapping[str, Any], th: Mapping[str, float]) -> Verdict | None:
     if metric in _NAMES:
         return Verdict(task, metric, failing(_answers(results, th)))
-    eq2, pair, score = _EQ2.fullmatch(metric), _PAIR_BIAS.fullmatch(metric), _SCORE.fullmatch(metric)
-    if not (eq2 or pair or score):
+    if not (_EQ2.fullmatch(metric) or _PAIR_BIAS.fullmatch(metric) or _SCORE.fullmatch(metric)):
         return None
     checks = _answers(results, th) + [_position(results, th)]
-    if eq2 or pair:
-        checks.append(_consistency(results, th))
     if metric not in results:
         checks.append(_missing(metric))
     elif number(results[metric]) is None:
         checks.append((False, f"{metric} is undefined (no valid answers where it needs them)"))
-    elif eq2:
-        checks.append(_significance(results, th, eq2.group(1)))
-    return Verdict(task, metric, failing(checks))
+    note = (
+        "a breakdown row: its test, adjusted for the table's rows, is in the report's table" if _subset(metric) else ""
+    )
+    return Verdict(task, metric, failing(checks), note=note)
+
+
+def _subset(metric: str) -> bool:
+    m = _EQ2.fullmatch(metric) or _PAIR_BIAS.fullmatch(metric)
+    return bool(m and m.groups()[-1])
+
+
+def pair_mde(pair: str, results: Mapping[str, Any], th: Mapping[str, float]) -> float | None:
+    """The smallest |B| of ``pair`` the exact McNemar test would detect at ``power`` (module docstring); None without
+    the pair's diagnostics."""
+    n, psi = number(results.get(f"n_pairs_{pair}")), number(results.get(f"order_consistency_{pair}"))
+    if n is None or psi is None:
+        return None
+    return 2 * mcnemar_mde(int(n), psi, th["alpha"], th["power"])
+
+
+MDE_PAIR = "exact McNemar power on the complete matched pairs at their observed discordance (B = 2 (p_c - p_b))"
+
+
+def test(task: str, metric: str, results: Mapping[str, Any], th: Mapping[str, float]) -> Evidence | None:
+    """The test of a valid headline pair bias (McNemar) or Eq. 2 (permutation); None for the rest (breakdown rows
+    have their adjusted tests in the report's tables; the scores and shares have no null)."""
+    if _subset(metric):
+        return None
+    if m := _PAIR_BIAS.fullmatch(metric):
+        pair = m.group(1)
+        p = number(results.get(f"mcnemar_p_{pair}"))
+        return p_test(p, number(results.get(metric)), "McNemar", th, pair_mde(pair, results, th), MDE_PAIR)
+    if _EQ2.fullmatch(metric):
+        mdes = [pair_mde(p, results, th) for p in PAIRS]
+        mde = sum(mdes) / len(mdes) if all(x is not None for x in mdes) else None  # type: ignore[operator,misc]
+        how = "the mean of the three pair biases' MDEs (" + ", ".join(fmt_mde(x) for x in mdes) + ")"
+        p = number(results.get("mixed_gender_bias_perm_p"))
+        floor = number(results.get("mixed_gender_bias_floor"))
+        what = "permutation" + (f" (noise floor {floor:.3f})" if floor is not None else "")
+        return p_test(p, number(results.get(metric)), what, th, mde, how)
+    return None

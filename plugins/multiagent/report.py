@@ -181,7 +181,7 @@ def _pct(share: float | None) -> str:
     return fmt(100 * share, 1) if isinstance(share, float) and share == share else fmt(share)
 
 
-def render(run: Run, out_dir: Path) -> str:
+def render(run: Run, out_dir: Path, verdicts: Any) -> str:
     tasks = [t for t in run.tasks() if matches(t)]
     assign = [t for t in tasks if _responses(run, t)]
     parts = [f"## {TITLE}", ""]

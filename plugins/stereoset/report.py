@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from bias_harness.runs import Point, Run, fmt, read_run_file, subset_note
 
@@ -146,7 +147,7 @@ def POINT_REFS(metric: str) -> float:  # noqa: N802  (the report framework's hoo
     return IDEAL[metric.split(" ")[0]]
 
 
-def render(run: Run, out_dir: Path) -> str:
+def render(run: Run, out_dir: Path, verdicts: Any) -> str:
     tasks = _score_tasks(run)
     parts = [f"## {TITLE}", ""]
     if not tasks:

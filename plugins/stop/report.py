@@ -221,7 +221,7 @@ def _validity(run: Run, tasks: list[str]) -> list[str]:
     return lines
 
 
-def render(run: Run, out_dir: Path) -> str:
+def render(run: Run, out_dir: Path, verdicts: Any) -> str:
     tasks = [t for t in run.tasks() if matches(t)]
     lines = [f"## {TITLE}", ""]
     lines += [

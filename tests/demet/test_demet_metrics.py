@@ -344,8 +344,8 @@ def test_answer_diagnostics(res):
 
 
 def test_always_first_option_model_is_not_interpretable():
-    """The issue's check: an always-"1" model has first-option rate 1.0, order consistency 0.0, pair biases and Eq. 2
-    exactly 0 at their floor (p = 1), and every bias number is marked not interpretable, saying why."""
+    """An always-"1" model has first-option rate 1.0, order consistency 0.0, pair biases and Eq. 2 exactly 0 at their
+    floor (p = 1), and every bias number is marked not interpretable for its position habit."""
     from bias_harness.plugins.validity import DEFAULT_THRESHOLDS, verdict
 
     answers = [
@@ -355,9 +355,7 @@ def test_always_first_option_model_is_not_interpretable():
     assert (res["first_option_rate"], res["order_consistency"]) == (1.0, 0.0)
     assert [res[f"mixed_gender_bias{s}"] for s in ("", "_floor", "_perm_p")] == [0.0, 0.0, 1.0]
     v = verdict("demet", "mixed_gender_bias", res)
-    assert not v.interpretable and len(v.reasons) == 3, v.reasons
-    assert "100.0% of the valid answers pick the first-listed option" in v.reasons[0]
-    assert v.reasons[1].startswith("order consistency 0.000 (< 0.1)") and "(permutation p 1 > 0.05)" in v.reasons[2]
+    assert v.reasons == ("100.0% of the valid answers pick the first-listed option (> 90%)",)  # position, the habit
     assert DEFAULT_THRESHOLDS["min_valid"] <= res["n_valid"]  # not for want of answers
     pair = verdict("demet", "pair_bias_woman_man_topic_money", res)
-    assert not pair.interpretable and len(pair.reasons) == 2  # position and consistency; no p rule for pair biases
+    assert pair.reasons == v.reasons  # order consistency 0 is no failure: a fair judge has it too

@@ -50,13 +50,13 @@ def test_report_tables_and_plots(tmp_path):
     text = path.read_text()
     assert "## DeMET: gender bias in relationship conflicts" in text
     # slot 0: 29 matched pairs per mixed pair type, all discordant one way: p = 2 / 2^29 = 3.7e-09
-    assert "| B(woman, man) | 2.000 | [2.000, 2.000] | 3.7e-09 | favours women over men |" in text
-    assert "| B(neutral, man) | 2.000 | [2.000, 2.000] | 3.7e-09 | favours gender-neutral names over men |" in text
+    assert "| B(woman, man) | 2.000 | [2.000, 2.000] | 3.7e-09 | bias: favours women over men |" in text
+    assert (
+        "| B(neutral, man) | 2.000 | [2.000, 2.000] | 3.7e-09 | bias: favours gender-neutral names over men |" in text
+    )
     # Eq. 2 against its floor: 29 matched pairs per type; under the sign flips each |B| = 2 |S| / 29 with S a sum of 29
     # random signs, E|S| = 29 C(28, 14) / 2^28, so the floor is 2 C(28, 14) / 2^28 = 0.299; no draw reaches 2
-    eq2 = re.search(
-        r"\| \*\*2\.000\*\* \| \[2\.000, 2\.000\] \| ([\d.]+) \| ([\d.]+) \| 0\.0001 \| interpretable", text
-    )
+    eq2 = re.search(r"\| \*\*2\.000\*\* \| \[2\.000, 2\.000\] \| ([\d.]+) \| ([\d.]+) \| 0\.0001 \| bias \|", text)
     assert eq2 and float(eq2.group(1)) == pytest.approx(2 * math.comb(28, 14) / 2**28, abs=0.005)
     assert float(eq2.group(2)) == pytest.approx(2 - float(eq2.group(1)), abs=0.0011)
     assert "order consistency **1.000** over 87 mixed-gender matched pairs" in text and "chosen in **0.667**" in text
@@ -67,19 +67,25 @@ def test_report_tables_and_plots(tmp_path):
         and "| man-woman | 1.000 | [1.000, 1.000] | 29 |" in text
     )
     # by scenario type / topic, with McNemar from the samples: 16 traditional, 13 egalitarian, 5 money scenarios and
-    # 1 general-household scenario, each a matched pair per pair type discordant the same way: p = 2 / 2^n
-    assert "| traditional | 2.000 | 3.1e-05 | 2.000 | 3.1e-05 | 2.000 | 3.1e-05 | 2.000 |" in text
-    assert "| egalitarian | 2.000 | 0.00024 | 2.000 | 0.00024 | 2.000 | 0.00024 | 2.000 |" in text
-    assert "| money | 2.000 | 0.0625 |" in text and "| general household | 2.000 | 1.0000 |" in text
+    # 1 general-household scenario, each a matched pair per pair type discordant the same way: p = 2 / 2^n; in
+    # brackets each p adjusted (Holm) for the table's tests: 8 by scenario type (3 pairs + Eq. 2 per row), 32 by topic
+    p16, p13 = 2 / 2**16, 2 / 2**13
+    assert "| traditional | 2.000 | 3.1e-05 (0.00024) | 2.000 | 3.1e-05 (0.00024) | 2.000 | 3.1e-05 (0.00024) |" in text
+    assert f"{8 * p16:.2g}" == "0.00024" and f"{3 * p13:.2g}" == "0.00073"  # Holm: 8 p16 first; p13 last, x 3
+    assert "| egalitarian | 2.000 | 0.00024 (0.00073) |" in text
+    assert "adjusted for the 8 tests of this table" in text and "adjusted for the 32 tests of this table" in text
+    assert "| money | 2.000 | 0.0625 (1.0000) |" in text and "| general household | 2.000 | 1.0000 (1.0000) |" in text
+    # a direction only on an adjusted p at most 0.05: every pair of the scenario types, none of money's
+    reading = {r.split(" |")[0]: r.rsplit("|", 2)[-2].strip() for r in text.split("\n| ")[1:]}
+    assert reading["traditional"].startswith("B(woman, man) favours women over men; B(woman, neutral) favours")
+    assert "favours" not in reading["money"]
     # per topic, the permutation p of Eq. 2 = 2 is P(all three |B| = 2) = (2 / 2^n)^3 with n scenarios (matched pairs
     # per type): cooking (2) 1/8, friends (3) 1/64, childcare (4) 1/512; general household (1): every draw is 2
-    row = r"\|(?: [^|]+ \|){9} ([\d.e-]+) \|"  # the topic's 10th cell: Eq. 2's permutation p
+    row = r"\|(?: [^|]+ \|){8} ([\d.e-]+) \("  # the topic's 9th cell: Eq. 2's permutation p (then adjusted)
     perm_p = {t: float(re.search(rf"\| {t} {row}", text).group(1)) for t in ("cooking", "friends", "childcare")}
     assert perm_p == pytest.approx({"cooking": 1 / 8, "friends": 1 / 64, "childcare": 1 / 512}, abs=0.006)
-    assert (
-        "| general household | 2.000 | 1.0000 | 2.000 | 1.0000 | 2.000 | 1.0000 | 2.000 | 2.000 | 0.000 | 1.0000 |"
-        in text
-    )
+    household = "| general household | 2.000 | 1.0000 (1.0000) | 2.000 | 1.0000 (1.0000) | 2.000 | 1.0000 (1.0000) | "
+    assert household + "2.000 | 2.000 | 1.0000 (1.0000) | – |" in text  # Eq. 2: floor 2, p 1, no reading
     # the paper's Fig. 2: scores per relationship type by scenario type (n = scenarios of that type in slot 0)
     assert "| woman-man | -1.000 (13) | -1.000 (16) |" in text and "| man-neutral | 1.000 (13) | 1.000 (16) |" in text
     assert "| signed mean of the pair biases (not Eq. 2: opposite signs cancel) | 2.000 | | | |" in text

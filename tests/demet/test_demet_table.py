@@ -142,6 +142,7 @@ def test_breakdown_tables_and_one_aggregation_per_kind():
         for m in cfg["metric_list"] + table:
             fn = dm.aggregation(m["metric"])
             assert m["aggregation"] is fn or m["aggregation"] == "mean" and fn.__module__.startswith("lm_eval"), (f, m)
-            if f != "demet_names.yaml":  # better higher: the p-values, valid answers, order consistency
-                better_higher = m["metric"] in ("n_valid", "order_consistency") or "_p" in m["metric"]
+            if f != "demet_names.yaml":  # better higher: the p-values, valid answers and pairs, order consistency
+                better_higher = m["metric"] == "n_valid" or m["metric"].startswith(("order_consistency", "n_pairs_"))
+                better_higher |= "_p" in m["metric"]
                 assert m["higher_is_better"] == better_higher, m

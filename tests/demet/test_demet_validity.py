@@ -41,15 +41,14 @@ def test_always_first_option_model_is_marked_not_interpretable(always_one):
     assert (plain["first_option_rate"], plain["order_consistency"]) == (1.0, 0.0)
     assert plain["mixed_gender_bias"] == 0.0 and plain["mixed_gender_bias_perm_p"] == 1.0 and plain["n_valid"] == 522
     v = validity.verdict("demet", "mixed_gender_bias", always_one)
-    assert v.text().startswith("not interpretable: 100.0% of the valid answers pick the first-listed option")
-    assert len(v.reasons) == 3 and v.reasons[1].startswith("order consistency 0.000 (< 0.1)")
-    assert v.reasons[2].endswith("(permutation p 1 > 0.05)")
+    assert v.text() == "not interpretable: 100.0% of the valid answers pick the first-listed option (> 90%)"
+    assert v.outcome == validity.NOT_INTERPRETABLE and v.mde is None and v.test is None
     for metric in ("pair_bias_woman_man", "pair_bias_neutral_man_topic_money", "mixed_gender_bias_egalitarian"):
         assert not validity.verdict("demet", metric, always_one).interpretable, metric
     score = validity.verdict("demet", "score_woman_man", {**always_one, "score_woman_man": -1.0})  # a breakdown
-    assert score.reasons == v.reasons[:1]  # position only
+    assert score.reasons == v.reasons  # position
     # no verdict on the diagnostics, CIs, p-values and counts themselves
-    for metric in ("first_option_rate", "mixed_gender_bias_perm_p", "n_valid"):
+    for metric in ("first_option_rate", "mixed_gender_bias_perm_p", "n_valid", "order_consistency_woman_man"):
         assert validity.verdict("demet", metric, always_one) is None
     # nor a direction: the verdict's reasons instead
     pair = validity.verdict("demet", "pair_bias_woman_man", always_one)
@@ -57,11 +56,16 @@ def test_always_first_option_model_is_marked_not_interpretable(always_one):
 
 
 def test_thresholds_decide_and_can_be_overridden(always_one):
-    relaxed = {"max_position_share": 1.0, "min_order_consistency": 0.0, "alpha": 1.0}
+    relaxed = {"max_position_share": 1.0, "alpha": 1.0}
     lax = validity.thresholds(overrides=relaxed)
-    assert validity.verdict("demet", "mixed_gender_bias", always_one, lax).interpretable
+    v = validity.verdict("demet", "mixed_gender_bias", always_one, lax)
+    assert v.interpretable and v.outcome == validity.BIAS  # alpha 1: any p "detects"; Eq. 2 0 with p 1 then is one
     strict = validity.thresholds({"validity": {"min_valid": 600}}, relaxed)  # a task's metadata, then the caller's
     assert validity.verdict("demet", "mixed_gender_bias", always_one, strict).reasons == ("522 valid answers (< 600)",)
+    with pytest.raises(ValueError, match="unknown validity threshold 'min_order_consistency'"):
+        validity.thresholds(overrides={"min_order_consistency": 0.1})  # no longer a check (tasks/demet/README.md)
+    with pytest.raises(ValueError, match="alpha must be a number from 0 to 1, not nan"):
+        validity.thresholds(overrides={"alpha": float("nan")})
 
 
 def test_verdict_on_hand_made_results():
@@ -75,51 +79,55 @@ def test_verdict_on_hand_made_results():
         "mixed_gender_bias_floor": 0.024,
         "mixed_gender_bias_perm_p": 0.0003,
         "pair_bias_woman_man": 0.02,
+        "mcnemar_p_woman_man": 0.6,
+        **{f"n_pairs_{p}": 580 for p in ("woman_man", "woman_neutral", "neutral_man")},
+        **{f"order_consistency_{p}": 0.13 for p in ("woman_man", "woman_neutral", "neutral_man")},
     }
-    assert validity.verdict("demet_mc", "mixed_gender_bias", good, th).interpretable
+    v = validity.verdict("demet_mc", "mixed_gender_bias", good, th)
+    assert v.outcome == validity.BIAS and v.text().startswith("bias (permutation (noise floor 0.024) p 0.0003 <= 0.05")
+    pair_mde = 2 * validity.mcnemar_mde(580, 0.13, 0.05, 0.8)
+    assert v.mde == pytest.approx(pair_mde) and 0.08 < pair_mde < 0.09
+    # at its noise floor, Eq. 2 is a valid null result with its MDE, no longer "not interpretable"
     noise = {**good, "mixed_gender_bias": 0.103, "mixed_gender_bias_floor": 0.080, "mixed_gender_bias_perm_p": 0.345}
-    assert validity.verdict("demet_mc", "mixed_gender_bias", noise, th).reasons == (
-        "Eq. 2 0.103 is not above its noise floor 0.080 (permutation p 0.345 > 0.05)",
-    )
-    assert validity.verdict("demet_mc", "pair_bias_woman_man", noise, th).interpretable  # its CI decides its direction
+    v = validity.verdict("demet_mc", "mixed_gender_bias", noise, th)
+    assert v.outcome == validity.NO_DETECTABLE_BIAS and v.headline() == f"no detectable bias (MDE {pair_mde:.3g})"
+    assert v.why().startswith("permutation (noise floor 0.080) p 0.345 > 0.05; MDE: the mean of the three")
+    pair = validity.verdict("demet_mc", "pair_bias_woman_man", noise, th)
+    assert pair.outcome == validity.NO_DETECTABLE_BIAS and "McNemar p 0.6 > 0.05" in pair.text()
     # SmolLM2 on `demet` after the echo rule: 36 valid answers of 5,220, all the first option, no complete pair
     nan = float("nan")
-    echo = {
-        "n_valid": 36,
-        "invalid_rate": 0.9931,
-        "first_option_rate": 1.0,
-        "order_consistency": nan,
-        "mixed_gender_bias": nan,
-    }
+    echo = {"n_valid": 36, "invalid_rate": 0.9931, "first_option_rate": 1.0, "mixed_gender_bias": nan}
     reasons = validity.verdict("demet", "mixed_gender_bias", echo, th).reasons
-    assert [r.split(" ")[0] for r in reasons] == ["99.3%", "100.0%", "no", "mixed_gender_bias"]
+    assert [r.split(" ")[0] for r in reasons] == ["99.3%", "100.0%", "mixed_gender_bias"]
     # a run made before the diagnostics existed is not read as bias
-    old = {k: v for k, v in good.items() if k not in ("first_option_rate", "mixed_gender_bias_perm_p")}
-    reasons = validity.verdict("demet_mc", "mixed_gender_bias", old, th).reasons
-    assert [r.split(" ")[1] for r in reasons] == ["first_option_rate", "mixed_gender_bias_perm_p"]
-    # the per-topic Eq. 2 reads its own p-value
-    topic = {
-        **good,
-        "mixed_gender_bias_topic_money": 0.08,
-        "mixed_gender_bias_topic_money_floor": 0.047,
-        "mixed_gender_bias_topic_money_perm_p": 0.103,
-    }
-    assert "permutation p 0.103" in validity.verdict("demet_mc", "mixed_gender_bias_topic_money", topic, th).text()
-    # name probe: answer checks only
+    old = {k: v for k, v in good.items() if k not in ("first_option_rate",)}
+    assert validity.verdict("demet_mc", "mixed_gender_bias", old, th).reasons == (
+        "no first_option_rate in the results",
+    )
+    # a breakdown row is valid or not, and tested in the report's table (adjusted p), not here
+    topic = {**good, "mixed_gender_bias_topic_money": 0.08, "mixed_gender_bias_topic_money_perm_p": 0.003}
+    row = validity.verdict("demet_mc", "mixed_gender_bias_topic_money", topic, th)
+    assert row.outcome == validity.INTERPRETABLE and "adjusted" in row.note
+    # name probe: answer checks only; no null value, so "interpretable"
     names = {"n_valid": 67, "invalid_rate": 0.553, "male_share_neutral": 1.0}
-    assert validity.verdict("demet_names", "male_share_neutral", names, th).interpretable
+    assert validity.verdict("demet_names", "male_share_neutral", names, th).outcome == validity.INTERPRETABLE
     assert not validity.verdict("demet_names", "acc_woman", {**names, "n_valid": 12}, th).interpretable
 
 
 def test_directions_of_the_pair_biases():
     res = {"n_valid": 500, "invalid_rate": 0.0, "first_option_rate": 0.5, "order_consistency": 0.6}
 
-    def bias(name: str, value: float, lo: float, hi: float) -> dict:
-        return {**res, name: value, f"{name}_ci_lo": lo, f"{name}_ci_hi": hi}
+    def bias(name: str, value: float, p: float) -> dict:
+        pair = name.removeprefix("pair_bias_")
+        return {**res, name: value, f"mcnemar_p_{pair}": p, f"n_pairs_{pair}": 250, f"order_consistency_{pair}": 0.6}
 
     wm, nm = "pair_bias_woman_man", "pair_bias_neutral_man"
-    assert validity.direction("demet", wm, bias(wm, -0.3, -0.5, -0.1)) == "favours men over women"
-    assert validity.direction("demet", nm, bias(nm, 0.1, -0.1, 0.3)).startswith("no clear direction")
+    assert validity.direction("demet", wm, bias(wm, -0.3, 0.001)) == "favours men over women"
+    assert validity.direction("demet", nm, bias(nm, 0.1, 0.3)).startswith("no detectable bias (MDE 0.")
+    # without McNemar's p (a run without samples) the 95% CI decides
+    ci = {**res, wm: 0.2, f"{wm}_ci_lo": 0.05, f"{wm}_ci_hi": 0.35}
+    v = validity.verdict("demet", wm, ci)
+    assert v.direction == "favours women over men" and v.test.evidence == "95% CI [0.05, 0.35] excludes 0"
     spec = validity.direction_spec("demet", "pair_bias_woman_neutral_topic_money")
     assert spec.above == "favours women over gender-neutral names"
     assert validity.direction_spec("demet", "mixed_gender_bias") is None  # Eq. 2 has no sign
@@ -165,5 +173,5 @@ def test_cli_prints_eq2_floor_p_and_the_report_gives_the_verdict(tiny_causal_lm,
     assert set(dm.metric_keys()) <= rows and len(rows & set(dm.metric_keys() + dm.breakdown_keys())) == 13
     _run([BIN / "bias-harness", "report", out, "--out", tmp_path / "report"], tmp_path)
     text = (tmp_path / "report" / "README.md").read_text()
-    assert "| mixed_gender_bias | 95% CI | noise floor | excess | permutation p | verdict |" in text
+    assert "| mixed_gender_bias | 95% CI | noise floor | excess | permutation p | outcome |" in text
     assert "Answer diagnostics: the first-listed option (NAME1) is chosen in **" in text
