@@ -90,11 +90,12 @@ def _final(answers: list[Answer]) -> int:
     return len(answers) - 1
 
 
-def diagnostics(run: Run, task: str, rows: list[Row], results: Mapping[str, Any]) -> list[Diagnostic]:
+def diagnostics(
+    run: Run, task: str, samples: Sequence[dict[str, Any]], rows: list[Row], results: Mapping[str, Any]
+) -> list[Diagnostic]:
     """``invalid_rate`` and ``first_option_rate`` (pair tasks), each from the metric's own per-document items."""
     from bias_harness.plugins.demet.metrics import ET_GPT4, ET_HUMAN, process_results_names, sample_results
 
-    samples = run.samples(task)
     levels = ET_GPT4 if any((s.get("doc") or {}).get("et") == "other" for s in samples) else ET_HUMAN
     invalid, first = [], []
     for i, (s, row) in enumerate(zip(samples, rows)):

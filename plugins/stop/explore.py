@@ -77,14 +77,16 @@ def rows(run: Run, task: str, samples: Sequence[dict[str, Any]]) -> list[Row]:
     return out
 
 
-def diagnostics(run: Run, task: str, rows: list[Row], results: Mapping[str, Any]) -> list[Diagnostic]:
+def diagnostics(
+    run: Run, task: str, samples: Sequence[dict[str, Any]], rows: list[Row], results: Mapping[str, Any]
+) -> list[Diagnostic]:
     """Every answer given (``invalid_rate``) and, from the item's per-sentence labels, the habits on the sentences
     whose ideal answer is known (``no_rate_benign``, ``yes_rate_offensive``)."""
     from bias_harness.plugins.stop.metrics import ideal_answer, sample_item
 
     metadata = run.settings(task)
     invalid, benign, offensive = [], [], []
-    for i, (s, row) in enumerate(zip(run.samples(task), rows)):
+    for i, (s, row) in enumerate(zip(samples, rows)):
         item = sample_item(s, metadata)
         if item is None:
             continue

@@ -13,7 +13,7 @@ A work takes part with ``plugins/<work>/explore.py`` (found by :mod:`bias_harnes
     def rows(run: Run, task: str, samples: list[dict]) -> list[Row]
         # one Row per logged sample, in the samples' order: subgroup fields, the prompt or the dialogue's turns,
         # each answer with the parser rule that read it, its reading and validity (documents.Row, Answer, Turn)
-    def diagnostics(run, task, rows, results) -> list[Diagnostic]      # optional: each answer-validity diagnostic
+    def diagnostics(run, task, samples, rows, results) -> list[Diagnostic]  # optional: each answer-validity diagnostic
         # with exactly the answers it counts, from the metric's own per-document items (documents.share)
     def scope(task: str, metric: str) -> dict[str, str] | None        # optional: the field filter of the documents
         # behind a headline number (e.g. a score per relationship type: {"relationship": "woman_man"})

@@ -114,7 +114,7 @@ def task_view(run: Run, task: str, checked: Any, model_index: int) -> TaskView:
     module = module_for(task)
     samples = run.samples(task)
     rows = module.rows(run, task, samples) if module else generic_rows(samples)
-    diags = module.diagnostics(run, task, rows, checked.results(task)) if module and samples else []
+    diags = module.diagnostics(run, task, samples, rows, checked.results(task)) if module and samples else []
     work = next((section_name(s) for s in sections() if s.matches(task)), "")
     return TaskView(
         f"m{model_index}-{slug(task)}",
