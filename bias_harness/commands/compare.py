@@ -47,6 +47,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="NAME=VALUE",
         help="override an interpretability threshold (repeatable; docs/validity.md), as in bias-harness report",
     )
+    p.add_argument(
+        "--html",
+        action="store_true",
+        help="also write compare.html: a self-contained explorer with both runs' documents side by side "
+        "(docs/explorer.md)",
+    )
     p.set_defaults(func=_run)
 
 
@@ -90,4 +96,8 @@ def _run(args: argparse.Namespace) -> int:
     path = out / "README.md"
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
     print(path)
+    if args.html:
+        from bias_harness.report.explorer.compare import write_compare_explorer
+
+        print(write_compare_explorer(results, base, others, out / "compare.html"))
     return 0

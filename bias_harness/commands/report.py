@@ -32,6 +32,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="how breakdown tables adjust their p-values for the number of tests they make: Holm (family-wise "
         "error, default), Benjamini-Hochberg (false discovery rate) or none (docs/validity.md)",
     )
+    p.add_argument(
+        "--html",
+        action="store_true",
+        help="also write report.html: a self-contained explorer with the documents behind every number "
+        "(docs/explorer.md)",
+    )
     p.set_defaults(func=_run)
 
 
@@ -45,4 +51,8 @@ def _run(args: argparse.Namespace) -> int:
     check_writable(out, "--out")
     path = write_report(args.run_dirs, out, summary=args.summary, thresholds=thresholds, multiplicity=args.multiplicity)
     print(path)
+    if args.html:
+        from bias_harness.report.explorer.page import write_explorer
+
+        print(write_explorer(args.run_dirs, out / "report.html", thresholds))
     return 0
