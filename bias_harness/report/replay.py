@@ -3,10 +3,10 @@
 ``page`` restores every pack (``docs/results/responses/``) into a temporary lm-eval cache, replays every run
 manifest (``docs/results/runs/**/manifest.json``, :mod:`bias_harness.report.manifest`) with ``--model replay``
 (:mod:`bias_harness.plugins.replay`: every answer from the cache, a request no pack holds is an error naming the
-task, document and dialogue step), and writes the page with ``bias-harness report``: ``README.md``, the plots and
-``numbers.json`` (every metric of every run, and the :func:`checks`). The replayed results carry the run's own
-header (model, model arguments, backend, versions: from its results file or manifest), so the page names the
-backend that made each number; run-table entries are the manifests, so the page has no replay timestamps.
+task, document and dialogue step), and writes the page with ``bias-harness report``: ``README.md``, the plots, the
+explorer ``report.html`` and ``numbers.json`` (every metric of every run, and the :func:`checks`). The replayed results
+carry the run's own header (model, model arguments, backend, versions: from its results file or manifest), so the page
+names the backend that made each number; run-table entries are the manifests, so the page has no replay timestamps.
 The current parsers and metrics score the saved answers: after a change to one, the same command updates the page.
 
 ``check`` replays the checks of ``numbers.json`` (one task of every work, at most :data:`CHECK_DOCS` documents)
@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 ROOT = Path("docs/results")
 RUNS = ROOT / "runs"
 NUMBERS = "numbers.json"
+EXPLORER = "report.html"  # the results explorer of the page (bias_harness.report.explorer)
 CHECK_DOCS = 200  # documents per check task (fewer where the run has fewer)
 
 
@@ -265,10 +266,12 @@ def page(
     tokenizers: dict[str, str] | None = None,
     keep: Path | None = None,
 ) -> Path:
-    """Rebuild the page (README.md, plots, numbers.json) in ``out`` (default ``root``) from ``root``'s runs and
-    packs. ``tail``: Markdown appended to README.md; ``tokenizers``: model key -> tokenizer folder, to record token
-    counts a table lacks; ``keep``: also keep the replayed runs there (lm-eval output folders)."""
+    """Rebuild the page (README.md, plots, the explorer ``report.html``, numbers.json) in ``out`` (default ``root``)
+    from ``root``'s runs and packs. ``tail``: Markdown appended to README.md; ``tokenizers``: model key -> tokenizer
+    folder, to record token counts a table lacks; ``keep``: also keep the replayed runs there (lm-eval output
+    folders)."""
     from bias_harness.plugins import tokenizers as tok
+    from bias_harness.report.explorer.page import write_explorer
     from bias_harness.report.page import write_report
 
     out = Path(out or root)
@@ -282,7 +285,9 @@ def page(
             runs = replay_all(runs_dir, work / "cache", Path(keep) if keep else work / "runs", label_root=root)
             for stale in out.glob("**/*.png"):  # no plots of runs that are gone
                 stale.unlink()
-            readme = write_report(sorted({r.parent.parent for _, r in runs}), out, summary=summary)
+            run_dirs = sorted({r.parent.parent for _, r in runs})
+            readme = write_report(run_dirs, out, summary=summary)
+            write_explorer(run_dirs, out / EXPLORER, title="bias-harness results explorer: docs/results")
             if tail:
                 readme.write_text(
                     readme.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + tail.strip() + "\n", encoding="utf-8"
