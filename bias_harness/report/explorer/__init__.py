@@ -3,8 +3,8 @@
 behind it. docs/explorer.md describes it.
 
 Modules: ``documents`` (what a document row holds; the helpers the works' modules use), ``build`` (a run's numbers,
-verdicts, diagnostics and packed documents), ``svg`` (the figures), ``page`` (:func:`write_explorer`) and
-``compare`` (:func:`write_compare_explorer`); the page's script and styles are ``assets/`` (Preact and htm vendored
+verdicts, diagnostics and packed documents), ``svg`` (the figures), ``page`` (``write_explorer``) and ``compare``
+(``write_compare_explorer``); the page's script and styles are ``assets/`` (Preact and htm vendored
 in ``assets/vendor/``).
 
 A work takes part with ``plugins/<work>/explore.py`` (found by :mod:`bias_harness.works`, as ``report.py`` is)::
@@ -21,21 +21,3 @@ A work takes part with ``plugins/<work>/explore.py`` (found by :mod:`bias_harnes
 
 A task no work claims gets :func:`documents.generic_rows` (prompt and answer, no parser rule).
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-__all__ = ["write_explorer", "write_compare_explorer"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "write_explorer":
-        from bias_harness.report.explorer.page import write_explorer
-
-        return write_explorer
-    if name == "write_compare_explorer":
-        from bias_harness.report.explorer.compare import write_compare_explorer
-
-        return write_compare_explorer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -131,6 +131,8 @@ def task_view(run: Run, task: str, checked: Any, model_index: int) -> TaskView:
 # ---------------------------------------------------------------- the run manifest
 
 
+# metadata keys that are no choice of the user (lm-eval's bookkeeping, the replay's file paths)
+HIDDEN_SETTINGS = ("version", "config_source", "manifest", "breakdowns", "tokenizer")
 MANIFEST_FLAGS = ("limit", "num_fewshot", "batch_size", "device", "gen_kwargs", "random_seed", "fewshot_seed")
 
 
@@ -151,7 +153,7 @@ def manifest(run: Run) -> list[dict[str, str]]:
         settings = {}
         for t in tasks:  # the task settings a user chose (scalars of the metadata), not the tables the YAML holds
             for k, v in ((data.get("configs", {}).get(t) or {}).get("metadata") or {}).items():
-                if isinstance(v, (str, int, float, bool)) and k not in ("version",):
+                if isinstance(v, (str, int, float, bool)) and k not in HIDDEN_SETTINGS and not str(v).startswith("/"):
                     settings[k] = v
         versions = [
             f"lm-eval {data.get('lm_eval_version') or '?'}",

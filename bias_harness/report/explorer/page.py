@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 from collections.abc import Sequence
 from html import escape
 from importlib import resources
@@ -119,6 +118,19 @@ def _task_block(view: TaskView) -> str:
     )
 
 
+def _toc(views: dict[str, list[TaskView]]) -> str:
+    rows = "".join(
+        f'<tr><td><a href="#task-{v.id}">{escape(v.task)}</a></td><td>{escape(v.model)}</td><td>{v.n_docs}</td></tr>'
+        for vs in views.values()
+        for v in vs
+    )
+    return (
+        '<nav aria-label="tasks"><h2>Tasks</h2><table class="toc"><thead><tr><th scope=col>task</th>'
+        f"<th scope=col>model</th><th scope=col>documents</th></tr></thead><tbody>{rows}</tbody></table>"
+        '<p><a href="#runs">Runs: model, backend, versions and flags of each run file</a></p></nav>'
+    )
+
+
 def _manifest_table(entries: list[dict[str, str]]) -> str:
     keys = list(dict.fromkeys(k for e in entries for k in e))
     head = "".join(f"<th scope=col>{escape(k)}</th>" for k in keys)
@@ -217,16 +229,7 @@ def write_explorer(
         "click a number for the documents behind it (prompt, answer, the parser rule that read it), a "
         "diagnostic for exactly the answers it counts.</p></header>"
     ]
-    parts.append('<nav aria-label="tasks"><h2>Tasks</h2><ul class="toc">')
-    parts += [
-        f'<li><a href="#task-{v.id}">{escape(v.task)}</a> <small>{escape(v.model)}</small></li>'
-        for vs in views.values()
-        for v in vs
-    ]
-    parts.append("</ul></nav>")
-    parts.append('<section id="runs"><h2>Runs</h2>')
-    parts += [_manifest_table(build.manifest(r)) for r in runs.values()]
-    parts.append("</section>")
+    parts.append(_toc(views))
     shown: set[str] = set()
     for section in sections():
         mine = {m: [v for v in vs if section.matches(v.task)] for m, vs in views.items()}
@@ -246,7 +249,10 @@ def write_explorer(
         parts.append('<section class="work" id="work-other"><h2>Other tasks</h2>')
         parts += [_task_block(v) for v in rest]
         parts.append("</section>")
-    parts.append(f"<footer><p>Written {time.strftime('%Y-%m-%d')} by <code>bias-harness</code>.</p></footer>")
+    parts.append('<section id="runs"><h2>Runs: what made each number</h2>')
+    parts += [_manifest_table(build.manifest(r)) for r in runs.values()]
+    parts.append("</section>")
+    parts.append("<footer><p>Written by <code>bias-harness report --html</code> (docs/explorer.md).</p></footer>")
     all_views = [v for vs in views.values() for v in vs]
     index = {"tasks": {v.id: _index_entry(v) for v in all_views}}
     blobs = {v.id: build.packed(v.rows, v.diagnostics) for v in all_views}
