@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 # Modules that register something with lm-eval on import. Each module is imported once, by its package
 # name, never by file path (a second copy would re-register and crash the registry).
-_REGISTERING = ("multiturn", "mlm", "replay")
+_REGISTERING = ("multiturn", "mlm", "replay", "hf_model_types")
 
 
 def _register_all() -> None:
