@@ -120,3 +120,20 @@ def scope(task: str, metric: str) -> dict[str, str] | None:
         if metric == f"bias_pct_{contact}":
             return {"contact_type": contact}
     return None
+
+
+def paper_range(task: str, metric: str) -> tuple[float, float, str] | None:
+    """The range of a bias % per contact type over the paper's models (Raj et al. 2024, Table 1), on the task's scale
+    (every scale for the mixed ``contact_mini`` tasks)."""
+    from bias_harness.plugins.contact.report import PAPER_TABLE1
+
+    contacts = ("none", "positive", "negative")
+    if not metric.startswith("bias_pct_") or metric.removeprefix("bias_pct_") not in contacts:
+        return None
+    column = contacts.index(metric.removeprefix("bias_pct_"))
+    scale = next((s for s in ("certainty", "likelihood", "frequency") if s in task), None)
+    values = [row[column] for (_, sc), row in PAPER_TABLE1.items() if scale in (None, sc)]
+    where = f"{scale} scale" if scale else "every scale"
+    return (
+        (min(values), max(values), f"Raj et al. 2024, Table 1, {len(values)} model rows, {where}") if values else None
+    )

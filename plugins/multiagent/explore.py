@@ -139,3 +139,25 @@ def diagnostics(
             )
         )
     return out
+
+
+# the paper's Table 1 columns (Scenarios dataset) of the response kinds of the scenario tasks
+_PAPER_COLUMNS = {
+    ("multiagent_nointeraction", "all_responses"): "no interaction",
+    ("multiagent_interaction", "first_response"): "no goal first",
+    ("multiagent_interaction", "last_response"): "no goal last",
+    ("multiagent_interaction_goal", "first_response"): "goal first",
+    ("multiagent_interaction_goal", "last_response"): "goal last",
+}
+
+
+def paper_range(task: str, metric: str) -> tuple[float, float, str] | None:
+    """The range of a bias score over the paper's models (Table 1; the Scenarios tasks only: the Test set differs)."""
+    from bias_harness.plugins.multiagent.report import PAPER_TABLE1
+
+    kind = metric.removesuffix("_bias_score")
+    column = _PAPER_COLUMNS.get((task, kind)) if metric.endswith("_bias_score") else None
+    if column is None:
+        return None
+    values = [row[column] for row in PAPER_TABLE1.values()]
+    return min(values), max(values), f"Borah & Mihalcea 2024, Table 1, {len(values)} models"

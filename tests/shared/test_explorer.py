@@ -125,6 +125,9 @@ def test_report_html_overview_has_every_number_and_verdict(report: Path, replaye
             assert cell, f"{work}: {metric} not in the overview"
             assert cell.group(1) == ("–" if value is None or value != value else f"{value:.3f}")
             assert f"<strong>{verdict.outcome}</strong>" in block
+    # the paper's range where the page has one: Raj et al. Table 1, bias % with no contact, 9.97 (Tulu) to 49.99
+    contact = re.search(r"<code>bias_pct_none</code></th>.*?</tr>", html).group(0)
+    assert "9.970 – 49.990" in contact and "Raj et al. 2024, Table 1, 6 model rows" in contact
 
 
 def test_every_diagnostic_lists_exactly_the_answers_it_counts(report: Path, replayed: dict[str, Path]) -> None:
