@@ -10,8 +10,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from bias_harness.report.explorer import build, page
-from bias_harness.runs import load_run, short_label
+from bias_harness.report.explorer import build, page, svg
+from bias_harness.runs import Point, load_run, short_label
 
 
 def _p(value: float | None) -> str:
@@ -68,6 +68,14 @@ def write_compare_explorer(
                     f"<td>{'yes' if m.significant else 'no'}</td><td>{_outcome(m.verdict_a)}</td>"
                     f"<td>{_outcome(m.verdict_b)}</td></tr>"
                 )
+            mine = [m for m in cmp.metrics if m.task == task]
+            chart = svg.forest(
+                {"B − A": {m.metric: Point(m.diff, m.ci_lo, m.ci_hi) for m in mine}},
+                f"{task}: B − A with 95% paired CIs",
+                lambda _model, metric, tid=tid: f"#t={tid}&m={metric}",
+                lambda _metric: 0.0,
+                "no change",
+            )
             parts.append(
                 f'<section class="task" id="task-{tid}"><h4><code>{escape(task)}</code> · '
                 f'<a href="#t={tid}&amp;differ=1">documents answered differently</a> · '
@@ -75,7 +83,7 @@ def write_compare_explorer(
                 '<table class="numbers"><thead><tr><th scope=col>metric</th><th scope=col>A</th><th scope=col>B</th>'
                 "<th scope=col>B − A</th><th scope=col>95% CI</th><th scope=col>p (test)</th>"
                 "<th scope=col>significant</th><th scope=col>verdict A</th><th scope=col>verdict B</th></tr></thead>"
-                "<tbody>" + "".join(rows) + "</tbody></table></section>"
+                "<tbody>" + "".join(rows) + "</tbody></table>" + f'<figure class="figure">{chart}</figure></section>'
             )
             index["tasks"][tid] = {
                 "task": task,
