@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 from bias_harness.datasets_src.base import PROJECT_URL
 from bias_harness.mitigation.evaluate import MetricRow, metric_rows
-from bias_harness.mitigation.recipe import Recipe
+from bias_harness.mitigation.recipe import DataOptions, Recipe
 
 from bias_harness import __version__, settings
 from bias_harness.redact import redact
@@ -154,6 +154,15 @@ def _usage(data: CardData, repo_hint: str) -> str:
             "```python\nfrom bias_harness.mitigation.refine_lm import RefineLMForMaskedLM\n"
             f'model = RefineLMForMaskedLM.from_pretrained("{repo_hint}")  # base masked LM + debiasing layer\n```\n'
             f"lm-eval: `bias-harness eval --model hf-mlm --model_args pretrained={repo_hint} --tasks stereoset_de`"
+        )
+    if data.recipe.trainer == "refine_lm":  # a causal LM under the Refine-LM layer: model type refine_lm_causal
+        tasks = ",".join(data.recipe.eval_tasks(DataOptions()))
+        return (
+            "```python\nimport bias_harness.plugins.refine_lm_model  # registers model_type refine_lm_causal\n"
+            "from transformers import AutoModelForCausalLM\n"
+            f'model = AutoModelForCausalLM.from_pretrained("{repo_hint}")  # base causal LM + debiasing layer\n```\n'
+            f"lm-eval (after `pip install bias-harness`, which registers the model type in lm-eval's `hf`): "
+            f"`lm_eval --model hf --model_args pretrained={repo_hint} --tasks {tasks}`"
         )
     if data.adapter:
         return (

@@ -122,6 +122,8 @@ def config_overrides(recipe: Recipe, opts: MitigateOptions, out: Path) -> dict[s
 
 def run(opts: MitigateOptions) -> MitigateResult:
     recipe = get_recipe(opts.recipe)
+    if recipe.for_model:  # e.g. refine_lm on a masked or a causal LM
+        recipe = recipe.for_model(str(opts.model))
     out = Path(opts.output).resolve()
     check_writable(out, "--output")  # every output location, before any evaluation or training
     if opts.dry_run is not None:

@@ -83,6 +83,8 @@ class Recipe:
     local_tasks: Callable[[Path], list[str]] | None = None  # writes task YAMLs into a folder, returns include paths
     presets: tuple[tuple[str, Preset], ...] = ()  # (name, preset): named alternatives to the YAML's values
     check_config: Callable[[Any], None] | None = None  # parsed config -> raise RecipeError before any evaluation
+    # model -> the recipe as it runs on that model (refine_lm: its masked-LM or causal-LM form), before anything else
+    for_model: Callable[[str], Recipe] | None = None
 
     @property
     def config_path(self) -> Path:

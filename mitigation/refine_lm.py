@@ -60,11 +60,20 @@ MASK_PLACEHOLDER = "[MASK]"
 
 # The model class lives with the masked-LM model type (evaluation must not import training code); importing it
 # registers ``model_type: refine_lm`` with transformers' auto classes.
-from bias_harness.plugins.refine_lm_model import RefineLMConfig, RefineLMForMaskedLM  # noqa: E402,F401
+from bias_harness.mitigation.refine_lm_causal import DEFAULT_PROMPT, SLOT, CausalQuestionScorer  # noqa: E402
+from bias_harness.plugins.refine_lm_model import (  # noqa: E402,F401
+    LAYER_INPUTS,
+    RefineLMCausalConfig,
+    RefineLMConfig,
+    RefineLMForCausalLM,
+    RefineLMForMaskedLM,
+    RefineLMPreTrainedModel,
+)
 
 # ------------------------------------------------------------------------------------------- reward / loss
 
 OBJECTIVES = ("reference", "reinforce_argmax")
+LAYER_INITS = ("identity", "reference")
 
 
 def subjects(row: dict[str, Any]) -> tuple[str, ...]:
@@ -131,7 +140,7 @@ def _job_probs(
         tgt = torch.tensor([jobs[n].target for n in members], device=dev)
         if renormalise_topk:
             values, idx = logits.topk(model.config.topk, dim=-1)
-            top = model.debias(values).softmax(-1)
+            top = model.top_probs(values)
             parts.append((top[owner] * (idx[owner] == tgt[:, None])).sum(-1))
         else:
             parts.append(model.refine(logits).exp()[owner, tgt])
@@ -144,29 +153,38 @@ def _job_probs(
 HE_SHE = ("she", "he")  # the pronouns of x1 (female) and x2 (male) in UnQover's gender rows
 
 
-def _with_pronouns(row: dict[str, Any]) -> tuple[str, ...]:
-    """The subjects, then each pronoun in lower case and capitalised (the reference matches top-k tokens
-    case-insensitively, i.e. takes the likelier spelling)."""
+def _gender_row(row: dict[str, Any]) -> dict[str, Any]:
     if row.get("category") != "gender":
         raise ValueError(
             f"refine_lm: use_he_she applies to UnQover's gender rows (x1 female, x2 male); row "
             f"{row.get('id', '?')} has category {row.get('category')!r}"
         )
-    return (*subjects(row), *(w for p in HE_SHE for w in (p, p.capitalize())))
+    return row
+
+
+def _with_pronouns(row: dict[str, Any]) -> tuple[str, ...]:
+    """The subjects, then each pronoun in lower case and capitalised (the reference matches top-k tokens
+    case-insensitively, i.e. takes the likelier spelling)."""
+    return (*subjects(_gender_row(row)), *(w for p in HE_SHE for w in (p, p.capitalize())))
 
 
 def subject_probs(
-    model: RefineLMForMaskedLM,
+    model: RefineLMPreTrainedModel,
     scorer: Any,
     rows: list[dict[str, Any]],
     renormalise_topk: bool,
     use_he_she: bool = False,
 ) -> dict[str, torch.Tensor]:
-    """``{q: (n, 2)}``: P(x1 | q), P(x2 | q) per row; a word's probability is the mean over its word pieces.
+    """``{q: (n, 2)}``: P(x1 | q), P(x2 | q) per row.
 
-    ``use_he_she``: P(x1 | q) = max(P(x1 | q), P(she | q)), P(x2 | q) = max(P(x2 | q), P(he | q)) (the reference's
-    ``use_he_she``, ``redubias/predict_topk.predict``); gender rows only.
+    Masked LM (``scorer`` a :class:`MaskedLMScorer`): a word's probability is the mean over its word pieces, each
+    scored at the mask. Causal LM (``scorer`` a :class:`CausalQuestionScorer`): the first top-k next token after the
+    prompt that names the subject (:mod:`bias_harness.mitigation.refine_lm_causal`, the reference's
+    ``training_llm.py`` path). ``use_he_she``: P(x1 | q) = max(P(x1 | q), P(she | q)), P(x2 | q) = max(P(x2 | q),
+    P(he | q)) (the reference's ``use_he_she``, ``redubias/predict_topk.predict``); gender rows only.
     """
+    if isinstance(scorer, CausalQuestionScorer):
+        return _causal_subject_probs(model, scorer, rows, renormalise_topk, use_he_she)
     jobs, groups = question_jobs(scorer, rows, _with_pronouns if use_he_she else subjects)
     p = _job_probs(model, jobs, scorer.pad_id, renormalise_topk)
     n_words = 2 + 2 * len(HE_SHE) if use_he_she else 2  # subjects (+ each pronoun in two spellings)
@@ -174,6 +192,29 @@ def subject_probs(
     if use_he_she:
         pronoun = word[..., 2:].view(len(rows), len(QUESTIONS), 2, 2).amax(-1)  # she, he: the likelier spelling
         word = torch.maximum(word[..., :2], pronoun)
+    return {q: word[:, i] for i, q in enumerate(QUESTIONS)}
+
+
+def _causal_subject_probs(
+    model: RefineLMPreTrainedModel,
+    scorer: CausalQuestionScorer,
+    rows: list[dict[str, Any]],
+    renormalise_topk: bool,
+    use_he_she: bool,
+) -> dict[str, torch.Tensor]:
+    """The causal path of :func:`subject_probs`. A question's choices are its subjects in order of mention (x2 first
+    in the t21 questions): the reference names a top-k slot after the first choice whose tokens it matches."""
+    pronouns = HE_SHE if use_he_she else ()
+    questions = []
+    for r in rows:
+        x1, x2 = subjects(_gender_row(r) if use_he_she else r)
+        for q in QUESTIONS:
+            questions.append((r[q], (x1, x2) if q.startswith("q12") else (x2, x1), (x1, x2, *pronouns)))
+    p = scorer.word_probs(model, questions, renormalise_topk).view(len(rows), len(QUESTIONS), -1)
+    word = p[..., :2]
+    if use_he_she:  # predict(): max(p_she, p_c) keeps p_she unless the subject's is larger
+        pronoun = p[..., 2:]
+        word = torch.where(word > pronoun, word, pronoun)
     return {q: word[:, i] for i, q in enumerate(QUESTIONS)}
 
 
@@ -204,7 +245,7 @@ def reference_loss(matrix: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
 
 
 def policy_step(
-    model: RefineLMForMaskedLM,
+    model: RefineLMPreTrainedModel,
     scorer: Any,
     rows: list[dict[str, Any]],
     objective: str = "reference",
@@ -228,7 +269,7 @@ def policy_step(
 
 @torch.no_grad()
 def mean_reward(
-    model: RefineLMForMaskedLM,
+    model: RefineLMPreTrainedModel,
     scorer: Any,
     rows: list[dict[str, Any]],
     objective: str = "reference",
@@ -280,6 +321,31 @@ class RefineLMTrainingConfig:
         metadata={"help": "X-MOD adapter of both evaluations (German StereoSet); ignored for models without adapters"},
     )
     objective: str = field(default="reference", metadata={"help": "reference (Refine-LM's loss) | reinforce_argmax"})
+    layer_input: str = field(
+        default="logits",
+        metadata={
+            "help": "what the k x k layer reads: logits (the top-k logits; the reference's masked-LM model) | probs "
+            "(their softmax; the reference's causal-LM model, model_LLM.py, which no layer can make the identity)"
+        },
+    )
+    layer_init: str = field(
+        default="identity",
+        metadata={
+            "help": "identity (W = I, b = 0: with layer_input logits the untrained model is the base model) | "
+            "reference (the reference's: W = ones, b = torch's default Linear init, seeded)"
+        },
+    )
+    prompt: str = field(
+        default=DEFAULT_PROMPT,
+        metadata={
+            "help": "causal LMs: the prompt each question goes into at [context] [question] (default: the "
+            "reference's few-shot 'Fill in the blank' prompt of its run_llm_*.sh); ignored for masked LMs"
+        },
+    )
+    mask_word: str = field(
+        default="blank",
+        metadata={"help": "causal LMs: the word written for the blank (the reference's --lm_mask blank)"},
+    )
     use_he_she: bool = field(
         default=False,
         metadata={
@@ -355,7 +421,11 @@ def resolve_languages(
 
 
 def eval_model_args(cfg: Any, model: str) -> dict[str, Any]:
-    """lm-eval ``hf-mlm`` model_args the before- and after-evaluation share: the evaluation adapter."""
+    """lm-eval model_args the before- and after-evaluation share: the evaluation adapter (``hf-mlm``, X-MOD); the
+    dtype of a causal LM (``hf``: the base model's and the trained model's, the recipe's ``dtype``)."""
+    if model_kind(model) == "causal":
+        dtype = getattr(cfg.model, "dtype", None)
+        return {"dtype": dtype} if dtype and dtype != "auto" else {}
     _, ev_lang = resolve_languages(model, cfg.training.train_language, cfg.training.eval_language)
     return {"language": ev_lang} if ev_lang else {}
 
@@ -367,6 +437,12 @@ def check_config(cfg: Any) -> None:
     args = cfg.training
     if args.objective not in OBJECTIVES:
         raise ValueError(f"refine_lm: objective must be one of {OBJECTIVES}, not {args.objective!r}")
+    if args.layer_input not in LAYER_INPUTS:
+        raise ValueError(f"refine_lm: layer_input must be one of {LAYER_INPUTS}, not {args.layer_input!r}")
+    if args.layer_init not in LAYER_INITS:
+        raise ValueError(f"refine_lm: layer_init must be one of {LAYER_INITS}, not {args.layer_init!r}")
+    if SLOT not in args.prompt:
+        raise ValueError(f"refine_lm: the prompt must contain {SLOT!r} (where the question goes)")
     categories = data_options(cfg).get("categories") or ("gender",)
     if args.use_he_she and set(categories) != {"gender"}:
         raise ValueError(
@@ -382,14 +458,18 @@ def make_parser(prog: str | None = None):
 
 
 def _save_checkpoint(
-    model: RefineLMForMaskedLM, opt: torch.optim.Optimizer, step: int, history: list[dict], out: Path, keep: int
+    model: RefineLMPreTrainedModel,
+    opt: torch.optim.Optimizer,
+    step: int,
+    history: list[dict],
+    out: Path,
+    keep: int,
+    reward_before: float | None = None,
 ) -> None:
     ck = out / f"checkpoint-{step}"
     ck.mkdir(parents=True, exist_ok=True)
-    torch.save(
-        {"debias": model.debias.state_dict(), "optimizer": opt.state_dict(), "step": step, "history": history},
-        ck / "refine_lm_state.pt",
-    )
+    state = {"debias": model.debias.state_dict(), "optimizer": opt.state_dict(), "step": step, "history": history}
+    torch.save({**state, "unqover_test_reward_before": reward_before}, ck / "refine_lm_state.pt")
     (ck / "trainer_state.json").write_text(
         json.dumps({"global_step": step, "log_history": history}, indent=2), encoding="utf-8"
     )
@@ -413,6 +493,69 @@ def _reward_rows(data: Any, n: int, seed: int) -> list[dict[str, Any]]:
     return list(data.select(spread_order(keys, seed)[:n]))
 
 
+def model_kind(name: str) -> str:
+    """``mlm`` for a masked LM (its tokenizer has a mask token), ``causal`` for a causal LM; ValueError otherwise."""
+    from transformers import AutoTokenizer
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    cfg = AutoConfig.from_pretrained(name)
+    if cfg.model_type in (RefineLMConfig.model_type, RefineLMCausalConfig.model_type):
+        raise ValueError(f"{name} is a Refine-LM model already: give refine_lm its base model")
+    if AutoTokenizer.from_pretrained(name).mask_token is not None:
+        return "mlm"
+    if cfg.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return "causal"
+    raise ValueError(f"{name} is neither a masked LM (its tokenizer has no mask token) nor a causal LM")
+
+
+def init_layer(layer: torch.nn.Linear, how: str, seed: int) -> None:
+    """``identity``: W = I, b = 0. ``reference``: ``model_LLM.py`` / ``model_BERT.py``, W = ones and b as
+    ``nn.Linear`` draws it (uniform in +-1/sqrt(k)), from torch's generator seeded with ``seed``."""
+    if how not in LAYER_INITS:
+        raise ValueError(f"refine_lm: layer_init must be one of {LAYER_INITS}, not {how!r}")
+    with torch.no_grad():
+        if how == "identity":
+            layer.weight.copy_(torch.eye(layer.weight.shape[0]))
+            layer.bias.zero_()
+        else:
+            gen = torch.Generator().manual_seed(seed)
+            bound = 1 / math.sqrt(layer.weight.shape[1])
+            layer.bias.copy_(torch.empty(layer.bias.shape).uniform_(-bound, bound, generator=gen))
+            layer.weight.fill_(1.0)
+
+
+def _refine_model(
+    name: str, tok: Any, args: Any, dtype: str | None = None
+) -> tuple[RefineLMPreTrainedModel, Any, str | None]:
+    """The base model (frozen) under a fresh layer, its question scorer and the training language adapter (masked
+    X-MOD models; else None). A causal base is loaded in ``dtype`` (the recipe's ``dtype``, also that of both
+    evaluations and of the saved model, so that a plain ``lm_eval`` of the saved folder computes as the card did)."""
+    if model_kind(name) == "causal":
+        from transformers import AutoModelForCausalLM
+
+        base = AutoModelForCausalLM.from_pretrained(name, dtype=dtype or "auto")
+        model = RefineLMForCausalLM.from_base(base, args.topk, base_model=name, layer_input=args.layer_input)
+        scorer: Any = CausalQuestionScorer(
+            model.base, tok, model.config.topk, prompt=args.prompt, mask_word=args.mask_word
+        )
+        train_lang = None
+    else:
+        from bias_harness.plugins.mlm import MaskedLMScorer
+
+        train_lang, _ = resolve_languages(name, args.train_language, args.eval_language)
+        base = AutoModelForMaskedLM.from_pretrained(name)
+        if train_lang:
+            base.set_default_language(train_lang)
+        model = RefineLMForMaskedLM.from_base(base, args.topk, base_model=name, layer_input=args.layer_input)
+        model.config.language = train_lang
+        scorer = MaskedLMScorer(model.base, tok)
+    init_layer(model.debias, args.layer_init, args.seed)
+    for p in model.base.parameters():
+        p.requires_grad_(False)
+    model.base.eval()
+    return model, scorer, train_lang
+
+
 def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bool = True) -> Path:
     """Train the debiasing layer; save base + layer + tokenizer to ``<output_dir>/../model`` and return it.
 
@@ -422,25 +565,13 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
     training (``use_he_she`` included).
     """
     from bias_harness.mitigation.config import last_checkpoint
-    from bias_harness.plugins.mlm import MaskedLMScorer
     from transformers import AutoTokenizer
 
     args = cfg.training
     name = cfg.model.model_name_or_path
     check_config(cfg)
     tok = AutoTokenizer.from_pretrained(name)
-    if tok.mask_token is None:
-        raise ValueError(f"{name} has no mask token: refine_lm needs a masked LM")
-    train_lang, _ = resolve_languages(name, args.train_language, args.eval_language)
-    base = AutoModelForMaskedLM.from_pretrained(name)
-    if train_lang:
-        base.set_default_language(train_lang)
-    model = RefineLMForMaskedLM.from_base(base, args.topk, base_model=name)
-    model.config.language = train_lang
-    for p in model.base.parameters():
-        p.requires_grad_(False)
-    model.base.eval()
-    scorer = MaskedLMScorer(model.base, tok)
+    model, scorer, train_lang = _refine_model(name, tok, args, getattr(cfg.model, "dtype", None))
     opt = torch.optim.AdamW(model.debias.parameters(), lr=args.learning_rate)
     rows = list(train_data)
     test_rows = _reward_rows(eval_data, args.reward_eval_rows, args.seed)
@@ -456,9 +587,12 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
         opt.load_state_dict(state["optimizer"])
         step, history = state["step"], state["history"]
         log.info("refine_lm: resuming from %s (step %d)", checkpoint, step)
-    test_before = None
-    if test_rows and step == 0:
+    if checkpoint:
+        test_before = state.get("unqover_test_reward_before")
+    elif test_rows:
         test_before = mean_reward(model, scorer, test_rows, args.objective, args.use_he_she)
+    else:
+        test_before = None
     while step < total:
         epoch = step // steps_per_epoch
         order = list(range(len(rows)))
@@ -478,7 +612,7 @@ def train_refine_lm(cfg: Any, train_data: Any, eval_data: Any = None, resume: bo
                 "refine_lm step %d/%d loss %.4g reward %.4g", step, total, float(loss.detach()), float(reward.mean())
             )
         if args.save_steps > 0 and (step % args.save_steps == 0 or step == total):
-            _save_checkpoint(model, opt, step, history, out, args.save_total_limit)
+            _save_checkpoint(model, opt, step, history, out, args.save_total_limit, test_before)
     final = out.parent / "model"
     final.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(final)

@@ -3,6 +3,7 @@ and evaluated on German StereoSet; and the setting StereoSet's tasks need from t
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -75,6 +76,120 @@ REFINE_LM_RELEASED = Preset(
 )
 
 
+# The authors' released causal-LM runs (rameez-mrq/refine-lm-submission, <model>/run_llm_gender.sh -> run_llm.sh:
+# training_llm.py --epochs 1 --batch_size 256 --mini_batch_size 128 --lr 2e-5 --topk 10, use_he_she 1 for gender;
+# model_LLM.py: the layer reads the softmax of the top-k scores, W initialised to ones).
+REFINE_LM_RELEASED_LLM = Preset(
+    summary="the authors' released causal-LM gender runs (run_llm.sh, model_LLM.py): top-k 10, lr 2e-5, batches of "
+    "256, mini-batches of 128, use_he_she, the layer on the top-k softmax initialised as theirs",
+    values=(
+        ("categories", ["gender"]),
+        ("topk", 10),
+        ("learning_rate", 2e-5),
+        ("batch_size", 256),
+        ("per_device_train_batch_size", 128),
+        ("num_train_epochs", 1),
+        ("use_he_she", True),
+        ("layer_input", "probs"),
+        ("layer_init", "reference"),
+    ),
+)
+
+
+def stereoset_overlap(train: datasets.Dataset, tasks: list[str], data_dir: str | None = None) -> dict[str, Any]:
+    """What UnQover training rows and the StereoSet evaluation share: StereoSet contexts whose (English) target term
+    is one of the training attributes' nouns ("was an accountant" -> accountant), and contexts whose text (context
+    and the three sentences) names a training subject as a word. Per task: contexts, those two counts, the shared
+    target terms."""
+    import re
+
+    nouns = {re.sub(r"^(?:was|is) an? ", "", a.strip().lower()) for a in set(train["attr"])}
+    names = set(train["subj1"]) | set(train["subj2"])
+    named = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, names))) + r")\b") if names else None
+    out: dict[str, Any] = {}
+    for task in tasks:
+        if not task.startswith("stereoset_"):
+            continue
+        lang = task.split("_")[1]
+        docs = [
+            r
+            for part in ("intrasentence", "intersentence")
+            for r in load(f"stereoset_{lang}", part, DataOptions(data_dir=data_dir))["validation"]
+        ]
+        shared = sorted({r["target_en"].lower() for r in docs} & nouns)
+        texts = (
+            " ".join([r["context"]] + [r[k]["sentence"] for k in ("stereotype", "anti_stereotype", "unrelated")])
+            for r in docs
+        )
+        out[task] = {
+            "contexts": len(docs),
+            "target_is_training_attribute": sum(r["target_en"].lower() in nouns for r in docs),
+            "shared_targets": shared,
+            "names_a_training_subject": sum(bool(named and named.search(t)) for t in texts),
+        }
+    return out
+
+
+def heldout_statement(overlap: dict[str, Any], train_rows: int) -> str:
+    """The card's account of why the StereoSet evaluation is held out from Refine-LM's training."""
+    parts = [
+        f"{task}: {o['contexts']:,} contexts (intra- and intersentence), of which {o['target_is_training_attribute']} "
+        f"have a target term that is a training attribute ({', '.join(o['shared_targets']) or 'none'}) and "
+        f"{o['names_a_training_subject']} name a training subject"
+        for task, o in overlap.items()
+    ]
+    return (
+        f"Held-out evaluation: the layer is trained on {train_rows:,} UnQover questions (the Refine-LM train split, "
+        "templates filled with first names and occupations) and judged on StereoSet, which it never sees: no "
+        "StereoSet sentence, context or label enters training. What the two share is words, not items: "
+        + "; ".join(parts)
+        + ". The layer cannot carry a word from one to the other: its input is the sorted top-k logits at a position, "
+        "not the tokens, so it maps logit profiles to a redistribution over ranks, the same function at every "
+        "position of every text. The evaluation is therefore all of StereoSet (the page's before-numbers), not a split."
+    )
+
+
+def refine_for_model(model: str) -> Recipe:
+    """``refine_lm`` as it runs on ``model``: the masked-LM recipe, or its causal-LM form (the authors'
+    ``training_llm.py`` path; lm-eval ``hf``, StereoSet de and en, the released causal-LM preset)."""
+    from bias_harness.mitigation.refine_lm import model_kind
+
+    masked = RECIPES[0]
+    try:
+        kind = model_kind(model)
+    except OSError:  # not loadable: the pipeline's model check says so, after the cheaper checks of the options
+        return masked
+    except ValueError as err:
+        raise RecipeError(str(err)) from err
+    if kind == "mlm":
+        return masked
+    tasks = ["stereoset_de", "stereoset_en"]
+    try:
+        train = load("unqover", "refine_lm", DataOptions())["train"]
+        train = train.select([i for i, c in enumerate(columns(train, ("category",))["category"]) if c == "gender"])
+        held_out = heldout_statement(stereoset_overlap(train, tasks), len(train))
+    except Exception as err:  # noqa: BLE001  (the statement is a report; a missing dataset is said, not fatal)
+        held_out = f"Held-out evaluation: the overlap with the training data could not be computed ({err})."
+    return dataclasses.replace(
+        masked,
+        summary="Refine-LM on a causal LM: a small trainable layer over a frozen causal LM's top-k next-token logits "
+        "after the authors' few-shot fill-in-the-blank prompt, trained with Refine-LM's reward-weighted loss (reward "
+        "-|C(tau)|) on UnQover questions.",
+        source="Qureshi et al., REFINE-LM (arXiv 2408.09489): the authors' causal-LM code (training_llm.py)",
+        eval_tasks=fixed(*tasks),
+        eval_metadata=None,  # StereoSet's own headline: pooled over intra- and intersentence, as the results page
+        model_kind="causal",
+        presets=(("released", REFINE_LM_RELEASED_LLM),),
+        for_model=None,
+        limitations=(
+            "Trained on English UnQover gender questions (Refine-LM train split; gender by default), in the authors' "
+            "few-shot prompt; evaluated on StereoSet de and en, whose every sentence the layer scores: the layer "
+            "acts on the top-k next-token logits at every position, so lms (language modelling) can change as well "
+            "as ss, and both are reported. The German effect is cross-lingual transfer. " + held_out
+        ),
+    )
+
+
 RECIPES = (
     Recipe(
         name="refine_lm",
@@ -92,6 +207,7 @@ RECIPES = (
         eval_model_args=refine_eval_args,
         presets=(("released", REFINE_LM_RELEASED),),
         check_config=refine_check,
+        for_model=lambda model: refine_for_model(model),
         limitations=(
             "Trained on English UnQover questions (Refine-LM train split) and evaluated on German StereoSet: any "
             "effect is cross-lingual transfer. The layer re-ranks only the top-k tokens at the mask; the seed expects "
