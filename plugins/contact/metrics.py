@@ -286,8 +286,11 @@ NEGATION = (
     r"(?:(?:really|very|so|too|that|particularly|exactly|necessarily|always|at\s+all)\s+)?"
 )
 # every rule name parse_answer_rule returns; the invalid ones: INVALID_RULES
-ANSWER_RULES = ("option", "synonym", "negated_option", "both_options", "echo_only", "no_option")
-INVALID_RULES = frozenset({"both_options", "echo_only", "no_option"})
+ANSWER_RULES = ("option", "synonym", "negated_option", "both_options", "contrasted", "echo_only", "no_option")
+INVALID_RULES = frozenset({"both_options", "contrasted", "echo_only", "no_option"})
+# a contrastive conjunction right before an option that opens a clause: a second verdict set against the first
+# ("Most often, you should collaborate ..., but mostly, you should avoid it")
+CONTRAST = r"\b(?:but|however|yet|though|although)\s*,?\s*"
 
 
 @cache
@@ -319,7 +322,10 @@ def parse_answer_rule(text: str, options: Sequence[str]) -> tuple[int | None, st
     one (index 0) and names nothing when it negates the negative one ("not unlikely", "not rarely": no answer);
     then the options and synonyms the rest names count. Exactly one option named -> it (``option``, ``synonym`` when
     through a synonym or a clipped option, ``negated_option`` when a negation took part); two -> ``both_options``;
-    none -> ``echo_only`` (the answer echoed the options) or ``no_option``.
+    none -> ``echo_only`` (the answer echoed the options) or ``no_option``. An option named again right after a
+    contrastive "but" / "however" / "yet" / "(al)though", opening a clause of its own (a comma after it), sets a second
+    verdict against the first, even when it is the same word ("Most often, you should collaborate ..., but mostly, you
+    should avoid it"): ``contrasted``, invalid.
     """
     opts = tuple(options)
     text = text or ""
@@ -339,10 +345,16 @@ def parse_answer_rule(text: str, options: Sequence[str]) -> tuple[int | None, st
             named.add(1)
     rest = negated_pattern.sub(" ", rest)
     pattern, phrases = _option_pattern(opts)
-    plain = [m.group(1).lower() for m in pattern.finditer(rest)]
+    found = list(pattern.finditer(rest))
+    plain = [m.group(1).lower() for m in found]
     named |= {phrases[p] for p in plain}
     if len(named) > 1:
         return None, "both_options"
+    if negations + len(found) > 1 and any(
+        re.search(CONTRAST + r"$", rest[: m.start()], re.IGNORECASE) and re.match(r"\s*,", rest[m.end() :])
+        for m in found
+    ):
+        return None, "contrasted"
     if not named:
         return None, "echo_only" if echoed else "no_option"
     if negations:
