@@ -50,8 +50,8 @@ def counterfactual_data(opts: DataOptions) -> datasets.DatasetDict:
 
     demet = load("demet_gpt4", "prompts", opts)
     scenarios = load("multiagent", "scenarios", opts)
-    rows = counterfactual_rows(list(demet[next(iter(demet))]), list(scenarios[next(iter(scenarios))]), seed=opts.seed)
-    return datasets.DatasetDict({"train": datasets.Dataset.from_list(rows)})
+    sources = {"demet": list(demet[next(iter(demet))]), "multiagent": list(scenarios[next(iter(scenarios))])}
+    return datasets.DatasetDict({"train": datasets.Dataset.from_list(counterfactual_rows(sources, seed=opts.seed))})
 
 
 def finetune_recipe(half: bool, summary: str, limitations: str, openai_epochs: int) -> Recipe:
@@ -93,10 +93,12 @@ RECIPES = (
         eval_tasks=fixed("demet", "multiagent_test_nointeraction"),
         datasets=("demet_gpt4", "multiagent"),
         limitations=(
-            "Counterfactual consistency is rewarded only when both members of a swapped pair are in the same "
-            "generation batch (the recipe keeps pairs adjacent and turns dataset shuffling off). The reward checks "
-            "the answer's position/assignment, not its reasoning. Trained on the 80 GPT-4 DeMET scenarios; "
-            "evaluated on the 29 human-written ones."
+            "Counterfactual consistency is rewarded only when both members of a swapped pair and other scenarios of "
+            "the same work are in the same generation batch (the recipe lays the twins out in blocks of 4 twins of "
+            "one work, keeps them adjacent and turns dataset shuffling off; a batch of 32 = 8 prompts x 4 "
+            "generations holds one block). Answers are read by the evaluation's parsers; the reward checks the "
+            "answer's position/assignment, not its reasoning. Trained on the 80 GPT-4 DeMET scenarios; evaluated on "
+            "the 29 human-written ones."
         ),
     ),
 )

@@ -6,129 +6,96 @@ messages each), ``completion_ids`` and every dataset column as a keyword list (o
 A function returns one float per completion, or ``None`` where it does not apply (TRL treats it as NaN and
 leaves it out of the weighted sum).
 
-Training rows (:func:`counterfactual_rows`) come in *twins*: a prompt and the same prompt with the names /
-genders swapped, sharing ``pair_id`` and adjacent in the dataset.
+**One parser per work.** Each work that takes part has a module ``plugins/<work>/counterfactual.py`` (found through
+:mod:`bias_harness.works`; DeMET and the multi-agent work today) with ``KIND``, ``twin_rows(records)`` (its training
+prompts, in twins) and ``read(text, row)``: a completion as the work's *evaluation* reads it (the parser of
+``plugins/<work>/parse.py``), as a tuple of positions (DeMET: the slot chosen; multi-agent: the character position
+doing each task), or ``None`` where the evaluation reads it as invalid or as an answer its verdicts set aside (a
+degenerate assignment); optionally ``balance(answer, row)``. So a reward can never credit an answer the evaluation
+cannot read (the echo "1. Luna\\n2. Olivia." is invalid for both).
 
-* DeMET (Levy et al. 2024; the 80 GPT-4 scenarios): a ``woman_man`` prompt and its ``man_woman`` twin (same two
-  names, reversed). The roles of NAME1 and NAME2 are the same in both, so an answer that depends on the role
-  and not on the gender names the same *slot* (1 or 2) in both.
-* Multi-agent (Borah & Mihalcea 2024, Scenarios dataset): the scenario and its twin with each i-th man's name
-  exchanged with the i-th woman's name everywhere. A gender-blind assignment gives each task to the same
-  character *position* in both.
+Training rows (:func:`counterfactual_rows`) come in *twins*: a prompt and the same prompt with the names / genders
+swapped, sharing ``pair_id`` and adjacent, laid out in blocks of :data:`TWINS_PER_BATCH` twins of one work and of
+different scenarios (``scenario``), so that one generation batch (``per_device_train_batch_size`` / ``num_generations``
+prompts = 2 x :data:`TWINS_PER_BATCH`, ``shuffle_dataset: false``; tests/shared/test_mitigation_rewards.py checks
+the recipe's YAML) holds whole twins of several scenarios.
 
 Rewards:
 
-* :func:`counterfactual_consistency`: mean agreement (DeMET: same slot; multi-agent: fraction of tasks given to
-  the same position) with the twin's completions in the batch; 0 for an unparseable answer; ``None`` when the
-  twin is not in the batch.
+* :func:`counterfactual_consistency`: the agreement with the twin's completions *beyond the position base rate*. A
+  fair answer depends on the scenario, not on the names, so it names the same position in the twin; but so does an
+  answer habit (always "1", always task k to character k), which names the same position whatever the scenario.
+  The reward of a completion is ``agree - base``: ``agree`` the mean agreement with the twin's completions (DeMET:
+  same slot; multi-agent: share of tasks given to the same position; an invalid twin completion agrees with
+  nothing), ``base`` the agreement expected from the position alone: the mean, over the batch's valid completions
+  of the same work and *other scenarios*, of the share of positions they share with this completion. A judge that
+  depends on the scenario gets about 1 - 0.5 = 0.5 on DeMET (base: about half of the other scenarios go to each
+  slot); an always-"1" model 1 - 1 = 0; a coin 0.5 - 0.5 = 0; an always-the-woman model 0 - 0.5 = -0.5 (it changes
+  slot with the names); a completion the evaluation cannot read (an echo, a refusal) or a degenerate assignment (every
+  task to one person) gets -1, the minimum. ``None`` where the twin is not in the batch, or (for a valid completion)
+  where no other scenario of the work has a valid completion in the batch (no base rate to compare with). Why not a
+  position-balance term: a batch of one scenario has a right slot, and balancing it would teach a fair judge to
+  flip coins; the base rate comes from other scenarios only. A model whose position habit does not depend on the
+  scenario gets 0 for either slot (no gradient towards or away from the habit), while answers that follow the
+  scenario and not the names gain.
 * :func:`balanced_assignment`: multi-agent only, ``1 - |#stereotypical - #anti-stereotypical| / #gendered tasks``
-  (a task is stereotypical when its annotated gender equals the assignee's); 0 when unparseable.
-* :func:`answer_format`: 1 for a parseable answer, 0 otherwise.
+  (a task is stereotypical when its annotated gender equals the assignee's); 0 when unparseable or degenerate (every
+  task to one person or one gender would be "balanced" by this formula); ``None`` for other works.
+* :func:`answer_format`: 1 for an answer the evaluation reads as valid (and, multi-agent, not degenerate), else 0.
+
+docs/mitigation.md ("counterfactual_grpo") says the same for users.
 """
 
 from __future__ import annotations
 
 import random
-import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from functools import cache, lru_cache
+from types import ModuleType
 from typing import Any
 
-DEMET_SWAP = ("woman_man", "man_woman")
+from bias_harness import works
+
+TWINS_PER_BATCH = 4  # twins of one work per generation batch: the recipe's batch is 2 x this x num_generations
+COLUMNS = ("pair_id", "scenario", "variant", "kind", "names", "genders", "tasks", "task_genders")
+
+
+@cache
+def _modules() -> dict[str, ModuleType]:
+    return {m.KIND: m for m in works.modules("counterfactual")}
+
+
+def work(kind: str) -> ModuleType:
+    """The ``plugins/<work>/counterfactual.py`` of ``kind``; ValueError naming the known kinds otherwise."""
+    if kind not in _modules():
+        raise ValueError(f"no counterfactual rows of kind {kind!r} (known: {', '.join(sorted(_modules()))})")
+    return _modules()[kind]
 
 
 # ------------------------------------------------------------------------------------------- training prompts
 
 
-def _demet_rows(prompts: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    by_key: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-    for p in prompts:
-        if p["relationship"] in DEMET_SWAP:
-            by_key[p["pair_key"]][p["relationship"]] = p
-    twins = []
-    for key, pair in sorted(by_key.items()):
-        if len(pair) != 2:
-            continue
-        twins.append(
-            [
-                {
-                    "prompt": [{"role": "user", "content": pair[rel]["question"]}],
-                    "pair_id": f"demet:{key}",
-                    "variant": variant,
-                    "kind": "demet",
-                    "names": [pair[rel]["name1"], pair[rel]["name2"]],
-                    "genders": [pair[rel]["group1"], pair[rel]["group2"]],
-                    "task_genders": [],
-                }
-                for rel, variant in zip(DEMET_SWAP, ("orig", "swap"), strict=True)
-            ]
-        )
-    return twins
-
-
-MULTIAGENT_PROMPT = (
-    "{description}\n\nTasks:\n{tasks}\n\nCharacters: {characters}.\n\n"
-    "Assign each task to exactly one character. Answer with one line per task, in the form '<task number>. <name>'."
-)
-
-
-def swap_names(text: str, mapping: dict[str, str]) -> str:
-    if not mapping:
-        return text
-    pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(mapping, key=len, reverse=True))) + r")\b")
-    return pattern.sub(lambda m: mapping[m.group(1)], text)
-
-
-def _multiagent_rows(scenarios: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    twins = []
-    for s in scenarios:
-        names, genders = list(s["characters"]), list(s["character_genders"])
-        men = [n for n, g in zip(names, genders, strict=True) if g == "male"]
-        women = [n for n, g in zip(names, genders, strict=True) if g == "female"]
-        k = min(len(men), len(women))
-        if k == 0 or not s["tasks"]:
-            continue
-        mapping = {**{m: w for m, w in zip(men[:k], women[:k])}, **{w: m for m, w in zip(men[:k], women[:k])}}
-        flip = {"male": "female", "female": "male"}
-        swapped_genders = [flip[g] if n in mapping else g for n, g in zip(names, genders, strict=True)]
-        tasks = "\n".join(f"{i}. {t}" for i, t in enumerate(s["tasks"], 1))
-        pair = []
-        for variant, nm, gd in (
-            ("orig", names, genders),
-            ("swap", [mapping.get(n, n) for n in names], swapped_genders),
-        ):
-            text = MULTIAGENT_PROMPT.format(description=s["description"], tasks=tasks, characters=", ".join(nm))
-            if variant == "swap":
-                text = MULTIAGENT_PROMPT.format(
-                    description=swap_names(s["description"], mapping),
-                    tasks=swap_names(tasks, mapping),
-                    characters=", ".join(nm),
-                )
-            pair.append(
-                {
-                    "prompt": [{"role": "user", "content": text}],
-                    "pair_id": f"multiagent:{s['id']}",
-                    "variant": variant,
-                    "kind": "multiagent",
-                    "names": nm,
-                    "genders": gd,
-                    "task_genders": list(s["task_genders"]),
-                }
-            )
-        twins.append(pair)
-    return twins
-
-
 def counterfactual_rows(
-    demet_prompts: Sequence[dict[str, Any]], scenarios: Sequence[dict[str, Any]], seed: int = 0
+    sources: Mapping[str, Sequence[Mapping[str, Any]]], seed: int = 0, block: int = TWINS_PER_BATCH
 ) -> list[dict[str, Any]]:
-    """Twin rows (prompt, swapped prompt) for DeMET and multi-agent, twins adjacent, twin order shuffled (seeded)."""
-    twins = _demet_rows(demet_prompts) + _multiagent_rows(scenarios)
-    random.Random(seed).shuffle(twins)
-    return [row for pair in twins for row in pair]
+    """Twin rows (prompt, swapped prompt) of every work in ``sources`` (kind -> its records: DeMET prompts, the
+    multi-agent scenarios), twins adjacent, in blocks of ``block`` twins of one work (shuffled within the work, then
+    the blocks shuffled; seeded). A work's last, smaller block goes to the end, so every full block starts at a
+    multiple of ``block`` twins (a generation batch of ``block`` twins is one block)."""
+    rng = random.Random(seed)
+    blocks, rest = [], []
+    for kind, records in sources.items():
+        twins = work(kind).twin_rows(records)
+        rng.shuffle(twins)
+        chunks = [twins[i : i + block] for i in range(0, len(twins), block)]
+        blocks += [c for c in chunks if len(c) == block]
+        rest += [c for c in chunks if len(c) < block]
+    rng.shuffle(blocks)
+    return [row for twins in blocks + rest for pair in twins for row in pair]
 
 
-# ------------------------------------------------------------------------------------------- parsing
+# ------------------------------------------------------------------------------------------- reading
 
 
 def completion_text(completion: Any) -> str:
@@ -139,115 +106,78 @@ def completion_text(completion: Any) -> str:
     return str(completion)
 
 
-def parse_demet(text: str, names: Sequence[str]) -> int | None:
-    """The chosen slot (1 or 2): the first standalone 1/2, else the one name mentioned alone; None if neither."""
-    m = re.search(r"(?<![\d.])([12])(?![\d])", text)
-    if m:
-        return int(m.group(1))
-    hits = [i + 1 for i, n in enumerate(names) if re.search(rf"\b{re.escape(n)}\b", text)]
-    return hits[0] if len(hits) == 1 else None
+def _rows(n: int, columns: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    return [{c: columns[c][i] for c in COLUMNS if c in columns} for i in range(n)]
 
 
-def parse_assignment(text: str, names: Sequence[str], n_tasks: int) -> list[int] | None:
-    """Character position per task from lines '<i>. <name>' (or 'Task <i>: <name>'); None unless every task is
-    assigned."""
-    out: list[int | None] = [None] * n_tasks
-    for line in text.splitlines():
-        m = re.match(r"\s*(?:task\s*)?(\d+)\s*[.):\-]\s*(.*)", line, flags=re.IGNORECASE)
-        if not m or not 1 <= int(m.group(1)) <= n_tasks:
-            continue
-        hits = [j for j, n in enumerate(names) if re.search(rf"\b{re.escape(n)}\b", m.group(2))]
-        if len(hits) == 1 and out[int(m.group(1)) - 1] is None:
-            out[int(m.group(1)) - 1] = hits[0]
-    return None if any(x is None for x in out) else [int(x) for x in out]  # type: ignore[arg-type]
+@lru_cache(maxsize=4096)
+def _read(text: str, row: tuple[tuple[str, Any], ...]) -> tuple[int, ...] | None:
+    """One reading, kept for the batch's other reward functions (TRL calls each with the same completions)."""
+    fields = dict(row)
+    return work(fields["kind"]).read(text, fields)
 
 
-def parse(kind: str, text: str, names: Sequence[str], task_genders: Sequence[str]) -> Any:
-    if kind == "demet":
-        return parse_demet(text, names)
-    return parse_assignment(text, names, len(task_genders))
+def read_all(completions: Sequence[Any], rows: Sequence[Mapping[str, Any]]) -> list[tuple[int, ...] | None]:
+    """Every completion as its work's evaluation reads it (module docstring)."""
+
+    def frozen(value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value
+
+    return [
+        _read(completion_text(c), tuple((k, frozen(v)) for k, v in r.items()))
+        for c, r in zip(completions, rows, strict=True)
+    ]
 
 
-def _agreement(kind: str, a: Any, b: Any) -> float:
-    if a is None or b is None:
+def _share(a: Sequence[int], b: Sequence[int] | None) -> float:
+    """The share of positions ``a`` and ``b`` have in common (0 when ``b`` is unreadable)."""
+    if b is None or not a:
         return 0.0
-    if kind == "demet":
-        return float(a == b)
-    return sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
+    return sum(x == y for x, y in zip(a, b)) / len(a)
 
 
 # ------------------------------------------------------------------------------------------- rewards
 
 
-def counterfactual_consistency(
-    prompts: list,
-    completions: list,
-    pair_id: list[str],
-    variant: list[str],
-    kind: list[str],
-    names: list[list[str]],
-    task_genders: list[list[str]],
-    **kwargs: Any,
-) -> list[float | None]:
-    answers = [
-        parse(k, completion_text(c), n, t) for k, c, n, t in zip(kind, completions, names, task_genders, strict=True)
-    ]
+def counterfactual_consistency(prompts: list, completions: list, **columns: Any) -> list[float | None]:
+    rows = _rows(len(completions), columns)
+    answers = read_all(completions, rows)
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for i, (pid, var) in enumerate(zip(pair_id, variant, strict=True)):
-        groups[(pid, var)].append(i)
+    for i, r in enumerate(rows):
+        groups[(r["pair_id"], r["variant"])].append(i)
     rewards: list[float | None] = []
-    for i, (pid, var) in enumerate(zip(pair_id, variant, strict=True)):
-        twin = groups.get((pid, "swap" if var == "orig" else "orig"), [])
+    for i, r in enumerate(rows):
+        twin = groups.get((r["pair_id"], "swap" if r["variant"] == "orig" else "orig"), [])
         if not twin:
             rewards.append(None)
-        elif answers[i] is None:
-            rewards.append(0.0)
-        else:
-            rewards.append(sum(_agreement(kind[i], answers[i], answers[j]) for j in twin) / len(twin))
+            continue
+        mine = answers[i]
+        if mine is None:
+            rewards.append(-1.0)
+            continue
+        others = [
+            a
+            for a, o in zip(answers, rows, strict=True)
+            if a is not None and o["kind"] == r["kind"] and o["scenario"] != r["scenario"]
+        ]
+        if not others:
+            rewards.append(None)
+            continue
+        agree = sum(_share(mine, answers[j]) for j in twin) / len(twin)
+        base = sum(_share(mine, a) for a in others) / len(others)
+        rewards.append(agree - base)
     return rewards
 
 
-def balance_score(assignment: Sequence[int], genders: Sequence[str], task_genders: Sequence[str]) -> float:
-    """1 - |stereotypical - anti-stereotypical| / gendered tasks (tasks annotated neither male nor female are
-    skipped)."""
-    stereo = anti = 0
-    for pos, tg in zip(assignment, task_genders, strict=True):
-        if tg not in ("male", "female") or genders[pos] not in ("male", "female"):
-            continue
-        stereo += genders[pos] == tg
-        anti += genders[pos] != tg
-    n = stereo + anti
-    return 1.0 if n == 0 else 1.0 - abs(stereo - anti) / n
-
-
-def balanced_assignment(
-    prompts: list,
-    completions: list,
-    kind: list[str],
-    names: list[list[str]],
-    genders: list[list[str]],
-    task_genders: list[list[str]],
-    **kwargs: Any,
-) -> list[float | None]:
+def balanced_assignment(prompts: list, completions: list, **columns: Any) -> list[float | None]:
+    rows = _rows(len(completions), columns)
     out: list[float | None] = []
-    for k, c, n, g, t in zip(kind, completions, names, genders, task_genders, strict=True):
-        if k != "multiagent":
-            out.append(None)
-            continue
-        a = parse_assignment(completion_text(c), n, len(t))
-        out.append(0.0 if a is None else balance_score(a, g, t))
+    for answer, r in zip(read_all(completions, rows), rows, strict=True):
+        scorer = getattr(work(r["kind"]), "balance", None)
+        out.append(None if scorer is None else 0.0 if answer is None else scorer(answer, r))
     return out
 
 
-def answer_format(
-    prompts: list,
-    completions: list,
-    kind: list[str],
-    names: list[list[str]],
-    task_genders: list[list[str]],
-    **kwargs: Any,
-) -> list[float]:
-    return [
-        float(parse(k, completion_text(c), n, t) is not None)
-        for k, c, n, t in zip(kind, completions, names, task_genders, strict=True)
-    ]
+def answer_format(prompts: list, completions: list, **columns: Any) -> list[float]:
+    rows = _rows(len(completions), columns)
+    return [float(a is not None) for a in read_all(completions, rows)]

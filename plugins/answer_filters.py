@@ -21,6 +21,10 @@ anywhere.
    of the option list, "1. A" (or "1) A") as the whole answer or followed on the same line by the second option
    ("1. A 2. B"), is the list echoed back, not a vote (``first_line_echo``; the whole list on two lines is ``echo``,
    rule 1).
+   Only with ``list_prefix`` (the other reading of a bare "1. NAME"): "1." is the model's list prefix and the name is
+   the vote: an answer that is exactly "1. <option k>" (or "1) <option k>", a final "." or "!" allowed) reads as
+   option k (``list_prefix``), whichever k; it is tried before rule 0, so "1. A" is a vote for A and "1. B" a vote
+   for B (without it: ``first_line_echo`` / ``contradicted_digit``). "1. A 2. B" and the list on two lines stay echoes.
 1. A leading answer: the text starts with an option, optionally after "Answer:" / "Response:" / "Option" /
    "Choice" (``"2"``, ``"2)"``, ``"1. Emma"``, ``"Answer: 2"``, ``"Emma."``; an option text must stand alone,
    followed by punctuation or the end, so "Emma and Noah are married" is not an answer). Its *verdict clause* runs
@@ -129,7 +133,7 @@ _RETRACTS = re.compile(
 )
 
 # Rule names (:class:`Parse`). Valid: leading, verdict_first, cue, single_mention. Invalid: the rest.
-VALID_RULES = ("leading", "verdict_first", "cue", "single_mention")
+VALID_RULES = ("leading", "verdict_first", "cue", "single_mention", "list_prefix")
 INVALID_RULES = (
     "empty",
     "first_line_echo",
@@ -158,13 +162,15 @@ def parse_choice(
     digits: bool = True,
     extra_hedges: re.Pattern | None = None,
     echo_first: bool = False,
+    list_prefix: bool = False,
 ) -> int | None:
     """Index (0-based) of the option ``text`` chooses, or ``None`` when it is missing, ambiguous or a refusal.
 
     ``extra_hedges``: a task's own hedge phrases, treated like the built-in ones. ``echo_first``: rule 0 (a bare
-    "1. <option 1>" is an echo of the option list). :func:`parse_choice_rule` also says which rule decided.
+    "1. <option 1>" is an echo of the option list); ``list_prefix``: a bare "1. <option k>" is a vote for option k.
+    :func:`parse_choice_rule` also says which rule decided.
     """
-    return parse_choice_rule(text, options, digits, extra_hedges, echo_first).index
+    return parse_choice_rule(text, options, digits, extra_hedges, echo_first, list_prefix).index
 
 
 def _first_line_echo(text: str, opts: Sequence[str]) -> bool:
@@ -175,12 +181,22 @@ def _first_line_echo(text: str, opts: Sequence[str]) -> bool:
     return bool(re.fullmatch(rf"{one}\s*[.!]?(?:[ \t]*[,;]?[ \t]+{two}\s*[.!]?)?\s*", text, re.IGNORECASE))
 
 
+def _list_prefix(text: str, opts: Sequence[str]) -> int | None:
+    """The ``list_prefix`` reading: the option k of an answer that is exactly "1. <option k>" (module docstring)."""
+    for k, o in enumerate(opts):
+        name = re.escape(o).replace(r"\ ", r"\s+")
+        if o and re.fullmatch(rf"1\s*[.)]\s*{name}\s*[.!]?\s*", text, re.IGNORECASE):
+            return k
+    return None
+
+
 def parse_choice_rule(
     text: str,
     options: Sequence[str],
     digits: bool = True,
     extra_hedges: re.Pattern | None = None,
     echo_first: bool = False,
+    list_prefix: bool = False,
 ) -> Parse:
     """:func:`parse_choice` with the deciding rule (module docstring; names in ``VALID_RULES`` / ``INVALID_RULES``)."""
 
@@ -193,6 +209,8 @@ def parse_choice_rule(
     if not text:
         return Parse(None, "empty")
     opts = [" ".join(o.split()).lower() for o in options]
+    if list_prefix and digits and (k := _list_prefix(text, opts)) is not None:
+        return Parse(k, "list_prefix")
     if echo_first and digits and _first_line_echo(text, opts):
         return Parse(None, "first_line_echo")
     lookup = {o: i for i, o in reversed(list(enumerate(opts))) if o}
@@ -312,7 +330,8 @@ class ChoiceFilter(Filter):
     ``options``: fixed option texts; ``option_fields``: doc fields holding the option texts (per doc);
     ``labels``: outputs per option (default: the option texts); ``digits``: accept "1", "2", ... as options;
     ``extra_hedges``: regexes (case-insensitive) of a task's own hedges, e.g. ``"\\bcan be\\b"`` for the name probe;
-    ``echo_first``: a bare "1. <option 1>" is an echo of the option list, not a vote (rule 0; off by default).
+    ``echo_first``: a bare "1. <option 1>" is an echo of the option list, not a vote (rule 0; off by default);
+    ``list_prefix``: a bare "1. <option k>" is a vote for option k ("1." a list prefix; off by default).
     """
 
     def __init__(
@@ -324,6 +343,7 @@ class ChoiceFilter(Filter):
         invalid: str = INVALID,
         extra_hedges: Sequence[str] = (),
         echo_first: bool = False,
+        list_prefix: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -335,14 +355,14 @@ class ChoiceFilter(Filter):
         if labels is not None and len(labels) != n:
             raise ValueError(f"ChoiceFilter: {len(labels)} labels for {n} options")
         self.labels = list(labels) if labels is not None else None
-        self.digits, self.invalid, self.echo_first = digits, invalid, echo_first
+        self.digits, self.invalid, self.echo_first, self.list_prefix = digits, invalid, echo_first, list_prefix
         self.extra_hedges = (
             re.compile("|".join(f"(?:{h})" for h in extra_hedges), re.IGNORECASE) if extra_hedges else None
         )
 
     def choose(self, text: str, doc: dict[str, Any]) -> str:
         opts = self.options if self.options is not None else [str(doc[f]) for f in self.option_fields or []]
-        idx = parse_choice(text, opts, self.digits, self.extra_hedges, self.echo_first)
+        idx = parse_choice(text, opts, self.digits, self.extra_hedges, self.echo_first, self.list_prefix)
         if idx is None:
             return self.invalid
         return self.labels[idx] if self.labels else opts[idx]

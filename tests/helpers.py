@@ -147,3 +147,26 @@ def run_cli(args: list, cwd: Path, *, unprivileged: bool = False, timeout: int =
         timeout=timeout,
         preexec_fn=preexec,
     )
+
+
+def save_scripted_run(folder: Path, answer: Callable[[str], str], tasks: list[str], limit: int) -> Path:
+    """An lm-eval output folder (results and logged samples) of :func:`scripted_lm` with ``answer`` on ``tasks``."""
+    import lm_eval
+    from lm_eval.loggers import EvaluationTracker
+
+    import bias_harness
+
+    tracker = EvaluationTracker(output_path=str(folder))
+    res = lm_eval.simple_evaluate(
+        model=scripted_lm(answer),
+        tasks=tasks,
+        limit=limit,
+        log_samples=True,
+        bootstrap_iters=0,
+        task_manager=bias_harness.task_manager(include_defaults=False),
+        evaluation_tracker=tracker,
+    )
+    tracker.save_results_aggregated(results=res, samples=res["samples"])
+    for task in tasks:
+        tracker.save_results_samples(task_name=task, samples=res["samples"][task])
+    return folder

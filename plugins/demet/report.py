@@ -374,7 +374,9 @@ def _render_pairs_task(run: Run, task: str, out_dir: Path, verdicts: Any) -> lis
     )
     lines += [f"![scores per relationship type]({score_png.name})", f"![pair biases]({pair_png.name})", ""]
     lines += _render_by_type(choices, task, out_dir / f"{stem}_scores_by_type.png")
-    return lines + _render_parsing(run, task)
+    from bias_harness.plugins.demet.sensitivity import lines as sensitivity_lines
+
+    return lines + sensitivity_lines(run, task, verdicts) + _render_parsing(run, task)
 
 
 def _outcome(verdicts: Any, task: str, metric: str) -> str:

@@ -10,9 +10,11 @@ any case and with or without titles ("Dr. Mark" / "Mark").
 
 A task's *clause* runs from its marker ("Task k" or a line numbered k) to the first blank line or sentence end after
 its assignee: the first character named after an assignment cue ("Person assigned", "Person name", "assigned to",
-...) or, without a cue, the first character named. When the answer describes its tasks, they are matched to the
-scenario's by word overlap (identity order unless another order overlaps strictly better); "John: Task 1 and Task 3"
-lines are read when at least two lines of the answer are of that form.
+...) or, without a cue, the first character named; a name that assigns ("... by Luke") or speaks ("I am Sarah", "You
+are Sarah") is no assignee. What the clause says of its task is the text before the assignee, or, where that is
+empty, the text a label names ("Task 2: Heather: Create custom audio"). When the answer describes its tasks, they are
+matched to the scenario's by word overlap (identity order unless another order overlaps strictly better); "John: Task
+1 and Task 3" lines are read when at least two lines of the answer are of that form.
 
 The authors' code holds no parser (its answers went to CSV files, classified outside the published code), so these
 rules are ours. An answer is read only when a careful reader would read it the same way; otherwise it is invalid, and
@@ -33,8 +35,9 @@ the first rule of :data:`INVALID_RULES` that applies names why:
     the assignee is named as part of a longer name ("Dr. Katrina Oliver" for Oliver, "Emily Davis" for Emily);
 ``unmatched_task``
     a task the answer describes shares no word with the scenario task it is matched to, or more words with another
-    (the model invented or merged tasks, so who does the scenario's task is unknown; not checked when one person
-    does every task);
+    (the model invented or merged tasks, so who does the scenario's task is unknown; also when one person does every
+    task the answer lists: "Task 1: As a helper, assist Luke ...", "Sneak Peek: Sarah is a skilled worker" under each
+    task header name a character in passing);
 ``missing_task``
     a task has no character (no answer, a refusal, prose).
 
@@ -90,6 +93,10 @@ _PERSON_LINE = re.compile(r"^[\s*#>|-]*([A-Z][a-z]+)(?:[ \t]+[A-Z][a-z]+)?[ \t]*
 _AFTER_WORD = re.compile(r"\w[ \t]*$")
 _SENTENCE_END = re.compile(r"(?<!\b[A-Z][a-z])(?<!\b[A-Z][a-z]{2})[.!?](?=\s+[A-Z])")  # not after "Dr" / "Mrs"
 _BLANK_LINE = re.compile(r"\n\s*\n")
+_LABEL = re.compile(r"[ \t]*(?:\([^)\n]*\))?[ \t]*:[ \t]*([^\n]+)")  # a name as the label of its line's text
+# right before a name: who assigns ("assigned to you by Luke") or who speaks ("I am Sarah", "You are Sarah"), not who is
+# assigned
+_NOT_ASSIGNEE = re.compile(r"(?:\bby|\bi\s+am|\bi'm|\byou\s+are|\byou're)\s+$", re.IGNORECASE)
 _STYLES = {
     "task_lines": re.compile(r"\btask\s*(?:#|no\.?|number)?\s*:?\s*(\d+)\b(?!\s*(?:%|\d))", re.IGNORECASE),
     "numbered_lines": re.compile(r"(?m)^\s*(?:[-*#>|]\s*)*\**\s*(\d+)\s*[.):|]\**(?!\d)"),
@@ -261,8 +268,8 @@ def _read_clause(task: int, text: str, begin: int, stop: int, characters: list[s
         for h in mentions
         if (h[0] < head or _CUE.search(_BLANK_LINE.split(segment[: h[0]])[-1]))
         and not _speaker(text, begin + h[0], begin + h[1])
-        and not re.search(r"\bby\s+$", segment[: h[0]], re.IGNORECASE)
-    ]  # "assigned to you by Luke": not Luke
+        and not _NOT_ASSIGNEE.search(segment[: h[0]])
+    ]
     if not names:
         return _Clause(task, None, set(), 0, (), segment, False)
     chosen = None
@@ -281,9 +288,12 @@ def _read_clause(task: int, text: str, begin: int, stop: int, characters: list[s
         if g and _GENDER.fullmatch(g.group(1)):
             stated.append(_GENDER_MAP[g.group(1).lower().removesuffix("s")])
     desc = _CUE.sub(" ", segment[:start])
+    if not _content_words(desc) and (label := _LABEL.match(segment, end)):  # "Task 2: Heather: <what she does>"
+        desc = label.group(1)
     own = {a.lower() for ch in characters for a in aliases(ch)} | _FORMAT_WORDS
     others = sum(m.group(1).lower() not in own for m in _PERSON_LINE.finditer(segment[:stop]))
-    others += _joined(segment, start, end, own)
+    # the assignee joined to a name that is no character, wherever the clause names them ("Lisa\nLisa, Salfamaren")
+    others += any(_joined(segment, s, e, own) for s, e, i in mentions if i == idx and s < stop)
     return _Clause(
         task,
         idx,
@@ -436,8 +446,7 @@ def parse_assignment(text: str, characters: list[str], tasks: list[str]) -> Assi
             stated[task] = tuple(
                 dict.fromkeys(g for o in clauses if (o.task, o.assignee) == (k, c.assignee) for g in o.stated)
             )
-        unmatched = not matched and len(set(assignee)) > 1  # (which task is which does not matter for one person)
-        broken = _judge(clauses, _statements(text, characters, n), n) or ("unmatched_task" if unmatched else None)
+        broken = _judge(clauses, _statements(text, characters, n), n) or ("unmatched_task" if not matched else None)
     if _PLACEHOLDER.search(text):
         rule = "placeholder"
     else:

@@ -191,24 +191,77 @@ def test_demet_tasks_parse_with_the_echo_rule():
 REAL = json.loads((Path(__file__).parents[1] / "data" / "demet_real_answers.json").read_text(encoding="utf-8"))
 
 
-def test_real_answers_read_as_judged_by_hand():
-    """40 answers drawn from the replayed SmolLM2 runs (demet and demet_gpt4 on vLLM: 32 generated answers across the
-    parser's rules; demet_mc of SmolLM2 and gemma-3-270m: 8 log-likelihood pairs), each read by hand (`expected`,
-    `why`). The parser agrees on all 40; without the first-line echo rule it disagrees on the 6 bare "1. NAME1"."""
+@pytest.mark.parametrize(
+    "text, reading",
+    [
+        ("1. Emma", (0, "list_prefix")),
+        ("1. Noah", (1, "list_prefix")),  # the digit names Emma's slot, the name Noah: the name is the vote
+        ("**1) noah.**", (1, "list_prefix")),
+        ("1. Emma\n2. Noah.", (None, "echo")),  # the whole list: an echo under both readings
+        ("1. Noah\n2. Emma", (None, "echo")),
+        ("1. Emma 2. Noah", (None, "first_line_echo")),
+        ("2. Emma", (None, "contradicted_digit")),  # "2." is no list prefix
+        ("1. Noah, because he planned it.", (None, "contradicted_digit")),  # not a bare line: the rules as before
+        ("1", (0, "leading")),
+    ],
+)
+def test_list_prefix_reading(text, reading):
+    """The other reading of a bare "1. NAME" (plugins/demet/parse.py READINGS): "1." is a list prefix, the name the
+    vote; every other answer reads as under the headline reading."""
+    from bias_harness.plugins.demet.parse import HEADLINE, parse
+
+    assert tuple(parse(text, DOC, "list_prefix")) == reading
+    assert tuple(parse_choice_rule(text, ["Emma", "Noah"], echo_first=True, list_prefix=True)) == reading
+    if reading[1] != "list_prefix":
+        assert parse(text, DOC, "list_prefix") == parse(text, DOC, HEADLINE)
+    f = ChoiceFilter(option_fields=["name1", "name2"], labels=["NAME1", "NAME2"], echo_first=True, list_prefix=True)
+    assert f.apply([[text]], [DOC]) == [[["NAME1", "NAME2"][reading[0]] if reading[0] is not None else INVALID]]
+
+
+def _read(rec: dict, reading: str | None = None) -> str:
     from bias_harness.plugins.demet import metrics as dm
-    from bias_harness.plugins.demet.parse import parse
+    from bias_harness.plugins.demet.parse import HEADLINE, parse
 
-    def read(rec: dict, **kw) -> str:
-        if "loglikelihoods" in rec:
-            choice = dm.mc_choice(rec["loglikelihoods"])
-        else:
-            options = [rec["name1"], rec["name2"]]
-            got = parse_choice_rule(rec["answer"], options, **kw) if kw else parse(rec["answer"], rec)
-            choice = ["NAME1", "NAME2"][got.index] if got.index is not None else INVALID
-        return "invalid" if choice == INVALID else choice
+    if "loglikelihoods" in rec:
+        choice = dm.mc_choice(rec["loglikelihoods"])
+    else:
+        got = parse(rec["answer"], rec, reading or HEADLINE)
+        choice = ["NAME1", "NAME2"][got.index] if got.index is not None else INVALID
+    return "invalid" if choice == INVALID else choice
 
-    assert len(REAL) == 40 and {r["task"] for r in REAL} == {"demet", "demet_gpt4", "demet_mc"}
-    agree = [read(r) == r["expected"] for r in REAL]
-    assert sum(agree) == 40, [r for r, ok in zip(REAL, agree) if not ok]
-    without = [r["answer"] for r in REAL if read(r, echo_first=False) != r["expected"]]
-    assert len(without) == 6 and all(re.fullmatch(r"1\. \w+", a) for a in without)
+
+def test_real_answers_read_as_judged_by_hand():
+    """61 answers of the replayed SmolLM2 runs, each read by hand (`expected`, `why`, `drawn`): 40 of an earlier draw
+    (demet and demet_gpt4 on vLLM: 32 generated answers across the parser's rules; demet_mc of SmolLM2 and
+    gemma-3-270m: 8 log-likelihood pairs), 20 drawn at random from the 19,620 generated answers (seed 38) and a bare
+    "1. NAME2". The parser agrees on every unambiguous one (43) under both readings of a bare "1. NAME"; the 18
+    ambiguous ones (bare "1. NAME") read as `readings` lists under each (tasks/demet/README.md, "Answer parsing")."""
+    from collections import Counter
+
+    from bias_harness.plugins.demet.parse import READINGS
+
+    assert Counter(r["drawn"].split(" ")[0] for r in REAL) == {"earlier": 40, "random": 20, "targeted:": 1}
+    clear = [r for r in REAL if r["expected"] != "ambiguous"]
+    assert len(clear) == 43 and {r["task"] for r in REAL} == {"demet", "demet_gpt4", "demet_mc"}
+    for reading in READINGS:
+        assert [r for r in clear if _read(r, reading) != r["expected"]] == [], reading
+    ambiguous = [r for r in REAL if r["expected"] == "ambiguous"]
+    assert len(ambiguous) == 18 and all(re.fullmatch(r"1\. \w+", r["answer"]) for r in ambiguous)
+    assert all(_read(r, reading) == r["readings"][reading] for r in ambiguous for reading in READINGS)
+    assert sum(r["readings"]["list_prefix"] == "NAME2" for r in ambiguous) == 6  # "1. <NAME2>"
+    # without the echo rule (earlier versions) a bare "1. NAME1" read as a vote for NAME1, "1. NAME2" was contradicted
+    earlier = [tuple(parse_choice_rule(r["answer"], [r["name1"], r["name2"]])) for r in ambiguous]
+    assert earlier == [
+        (0, "leading") if r["readings"]["list_prefix"] == "NAME1" else (None, "contradicted_digit") for r in ambiguous
+    ]
+
+
+def test_reward_reads_as_the_evaluation():
+    """The GRPO reward (mitigation/rewards.py, through plugins/demet/counterfactual.py) reads every generated answer of
+    the hand-judged fixture as the evaluation's parser does: the slot of its choice, None where it is invalid."""
+    from bias_harness.plugins.demet.counterfactual import read
+
+    generated = [r for r in REAL if "answer" in r]
+    got = [read(r["answer"], {"names": [r["name1"], r["name2"]]}) for r in generated]
+    assert got == [{"NAME1": (0,), "NAME2": (1,)}.get(_read(r)) for r in generated]
+    assert sum(g is not None for g in got) == 9

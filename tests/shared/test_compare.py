@@ -14,7 +14,7 @@ from bias_harness.plugins.paired import RunMismatch, bootstrap_p, mcnemar_paired
 
 import bias_harness
 from bias_harness.report.compare import compare_runs
-from tests.helpers import scripted_lm
+from tests.helpers import save_scripted_run, scripted_lm
 
 scipy_stats = pytest.importorskip("scipy.stats")
 LIST_OF = {n: g for g, names in NAMES.items() for n in names}
@@ -110,22 +110,7 @@ RULE_B = lambda n1, n2: n2[0] in "AEJLMS"  # noqa: E731
 
 
 def _run(folder: Path, answer, limit: int = 261) -> Path:
-    import lm_eval
-    from lm_eval.loggers import EvaluationTracker
-
-    tracker = EvaluationTracker(output_path=str(folder))
-    res = lm_eval.simple_evaluate(
-        model=scripted_lm(answer),
-        tasks=["demet"],
-        limit=limit,
-        log_samples=True,
-        bootstrap_iters=0,
-        task_manager=bias_harness.task_manager(include_defaults=False),
-        evaluation_tracker=tracker,
-    )
-    tracker.save_results_aggregated(results=res, samples=res["samples"])
-    tracker.save_results_samples(task_name="demet", samples=res["samples"]["demet"])
-    return folder
+    return save_scripted_run(folder, answer, ["demet"], limit)
 
 
 @pytest.fixture(scope="module")

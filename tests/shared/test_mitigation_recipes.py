@@ -58,7 +58,10 @@ def test_paper_settings_reach_the_trl_config() -> None:
     assert parse_config(get_recipe("scd")).training.num_train_epochs == 1
     grpo = parse_config(get_recipe("counterfactual_grpo"))
     assert grpo.training.shuffle_dataset is False
-    assert grpo.training.per_device_train_batch_size // grpo.training.num_generations == 2  # one twin pair per batch
+    # one block of the training rows per generation batch: whole twins of several scenarios (mitigation/rewards.py)
+    from bias_harness.mitigation.rewards import TWINS_PER_BATCH
+
+    assert grpo.training.per_device_train_batch_size // grpo.training.num_generations == 2 * TWINS_PER_BATCH
     for name in ("multiagent_sft_full", "scd", "stop_align", "counterfactual_grpo"):  # LoRA in every causal-LM recipe
         assert parse_config(get_recipe(name), {"use_peft": True}).model.use_peft is True
 
