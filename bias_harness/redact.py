@@ -1,19 +1,27 @@
-"""Secrets out of everything bias-harness writes: results, reports, cards, upload folders, run configs, logs.
+"""Secrets out of everything bias-harness writes: results, samples, reports, cards, upload folders, run configs, logs.
 
-A secret is
+A secret is masked by its shape, wherever it is (a whole value, inside a longer string, in any argument):
 
-* the value of a field or argument whose name ends in the word token, key, secret or password (``token``,
-  ``hub_token``, ``api_key``, ``OPENAI_API_KEY``, ``client_secret``, ``db_password``; not a tokenizer's
-  ``pad_token`` / ``eos_token``, nor ``max_new_tokens`` or ``api_key_env``): :func:`is_secret_name`;
-* text that looks like a Hugging Face (``hf_...``) or OpenAI (``sk-...``) token;
+* the value of a field or argument whose name ends in a word that says it holds a secret: token, key (after
+  another word: ``api_key``, not a bare ``key``, which names a dictionary key, a raw file or ``--set KEY=VALUE``),
+  secret, password, signature, auth (``token``, ``hub_token``, ``api_key``, ``OPENAI_API_KEY``,
+  ``client_secret``, ``db_password``, ``sig`` in a query string; not a tokenizer's ``pad_token`` / ``eos_token``,
+  nor ``max_new_tokens`` or ``api_key_env``): :func:`is_secret_name`, in ``name=value``, ``"name": "value"``,
+  ``--name value`` and in the query string of a URL;
+* the userinfo of a URL, ``scheme://user:password@host`` -> ``scheme://***@host``;
+* a key-shaped value (:data:`TOKEN_PATTERNS`): ``hf_`` + 16 or more letters and digits (Hugging Face), ``sk-`` +
+  a body with a run of 16 or more letters and digits (OpenAI, Anthropic), ``ghp_`` & co. (GitHub), ``AKIA...``
+  (AWS), ``xox?-`` (Slack). The whole value must have the shape: it starts and ends at a boundary (not inside a
+  longer word, a path component or a ``-``/``_`` compound), so a model folder ``sk-slovak-gpt2-base-cased-v2`` or
+  ``hf_cache_for_models`` is not masked;
 * the exact value of such an argument on the command line (:func:`remember`, done by the CLI at start-up) or of
   such an environment variable (``HF_TOKEN``, ``OPENAI_API_KEY``, ...), wherever it shows up.
 
 :func:`redact` returns a copy of a string or a JSON-like structure (dicts, lists, tuples) with every secret
 replaced by ``***``; :func:`redact_argv` does the same for a command line given as a list. Every writer of
-shareable files calls one of them (lm-eval's results under ``bias-harness eval``, the report, the dataset and model
-cards, the mitigation summary and ``training_args.bin``); the CLI passes its stdout and stderr through
-:class:`RedactingStream`.
+shareable files calls one of them (lm-eval's results and samples under ``bias-harness eval``, the report, the
+dataset and model cards, the mitigation summary and ``training_args.bin``, generation summaries); the CLI passes
+its stdout and stderr through :class:`RedactingStream`.
 """
 
 from __future__ import annotations
@@ -26,8 +34,25 @@ from typing import Any, TextIO
 
 MASK = "***"
 SECRET_WORDS = frozenset(
-    {"token", "key", "apikey", "secret", "password", "passwd", "passphrase", "credential", "credentials"}
+    {
+        "token",
+        "key",
+        "apikey",
+        "secret",
+        "password",
+        "passwd",
+        "passphrase",
+        "credential",
+        "credentials",
+        "signature",
+        "sig",
+        "auth",
+        "authorization",
+    }
 )
+# a bare "key" names a dictionary key, a raw file (RawFile.key) or a metavar (--set KEY=VALUE): secret only after
+# another word (api_key, hub_key, access_key)
+NEEDS_QUALIFIER = frozenset({"key"})
 # "<word>_token" names a tokenizer's special token, not a credential
 SPECIAL_TOKEN_WORDS = frozenset(
     {
@@ -56,10 +81,17 @@ SPECIAL_TOKEN_WORDS = frozenset(
 TRIVIAL = frozenset({"", "true", "false", "none", "null", "0", "1", MASK})
 MIN_SECRET_LEN = 6  # remembered values shorter than this would mask ordinary words
 
+_START, _END = r"(?<![\w\-.])", r"(?![\w\-])"  # a whole value: not inside a word, a compound or a file name
 TOKEN_PATTERNS = (
-    re.compile(r"\bhf_[A-Za-z0-9]{16,}"),  # Hugging Face user / org tokens
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),  # OpenAI (sk-..., sk-proj-...) and similar API keys
+    re.compile(rf"{_START}hf_[A-Za-z0-9]{{16,}}{_END}"),  # Hugging Face user / org tokens
+    # OpenAI (sk-..., sk-proj-...), Anthropic (sk-ant-...): a body with a long random run, not a hyphenated name
+    re.compile(rf"{_START}sk-(?=[A-Za-z0-9_\-]*[A-Za-z0-9]{{16}})[A-Za-z0-9_\-]{{16,}}{_END}"),
+    re.compile(rf"{_START}gh[pousr]_[A-Za-z0-9]{{20,}}{_END}"),  # GitHub
+    re.compile(rf"{_START}(?:AKIA|ASIA)[0-9A-Z]{{16}}{_END}"),  # AWS access key ids
+    re.compile(rf"{_START}xox[abposr]-[A-Za-z0-9\-]{{10,}}{_END}"),  # Slack
 )
+# scheme://userinfo@host: the userinfo (user:password, or a token as the user) is masked whole
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^\s/?#@\"'<>]+)@(?=[^\s/?#@])")
 _NAME = r"[A-Za-z_][\w.\-]*"
 _KEY_VALUE = re.compile(rf"(?P<name>{_NAME})(?P<sep>\s*=\s*)(?P<value>[^\s,;&'\"}})\]=]+)")  # token=..., --set key=...
 # "api_key": "..." (JSON), 'token': '...' (a logged dict)
@@ -75,7 +107,7 @@ def _words(name: str) -> list[str]:
 def is_secret_name(name: str) -> bool:
     """True when ``name`` (an argument, field or environment variable) ends in a word that says it holds a secret."""
     words = _words(name)
-    if not words or words[-1] not in SECRET_WORDS:
+    if not words or words[-1] not in SECRET_WORDS or (len(words) == 1 and words[0] in NEEDS_QUALIFIER):
         return False
     return not (words[-1] == "token" and len(words) > 1 and words[-2] in SPECIAL_TOKEN_WORDS)
 
@@ -118,6 +150,8 @@ def _named_values(text: str) -> Iterator[re.Match]:
 def secrets_in_text(text: str) -> set[str]:
     """The secret values ``text`` names (``token=...``, ``"api_key": "..."``, ``--hub-token ...``, ``hf_...``)."""
     found = {m["value"] for m in _named_values(text)}
+    found |= {m["userinfo"] for m in _URL_USERINFO.finditer(text) if m["userinfo"] != MASK}
+    found |= {part for m in _URL_USERINFO.finditer(text) for part in m["userinfo"].split(":")[1:] if part != MASK}
     return found | {m.group(0) for p in TOKEN_PATTERNS for m in p.finditer(text)}
 
 
@@ -148,6 +182,7 @@ def redact_text(text: str, secrets: Iterable[str] | None = None) -> str:
     for value in known_secrets() if secrets is None else secrets:
         if value in text:
             text = text.replace(value, MASK)
+    text = _URL_USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
     for pattern in (_QUOTED, _KEY_VALUE, _FLAG):
         text = pattern.sub(_mask_named, text)
     for pattern in TOKEN_PATTERNS:

@@ -83,19 +83,13 @@ Settings = dict[str, Any]
 
 def settings_of(settings: Settings | None = None) -> Settings:
     """The metric settings of a task (its metadata; other keys ignored), checked, unset ones at their defaults."""
+    from bias_harness.plugins.demet.metadata import KEYS  # the keys' types and ranges, declared once
+
     out = dict(DEFAULT_SETTINGS)
     for name in DEFAULT_SETTINGS:
         value = (settings or {}).get(name)
-        if value is None:
-            continue
-        if name == "mcnemar":
-            if str(value).lower() not in {"exact", "chi2"}:
-                raise ValueError(f"mcnemar must be 'exact' or 'chi2', not {value!r}")
-            out[name] = str(value).lower()
-        else:
-            if name.endswith("_iters") and int(value) < 1:
-                raise ValueError(f"{name} must be at least 1, not {value!r}")
-            out[name] = int(value)
+        if value is not None:
+            out[name] = KEYS[name].check(value, f"DeMET metadata {name!r}")  # BadInput: one line naming the key
     return out
 
 
