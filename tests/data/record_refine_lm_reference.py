@@ -48,16 +48,25 @@ def dumps(record: dict) -> str:
     """Indented JSON with each innermost list of numbers or strings on one line."""
 
     def one_line(m: re.Match) -> str:
-        return json.dumps(json.loads(m.group(0)), ensure_ascii=False)
+        try:
+            return json.dumps(json.loads(m.group(0)), ensure_ascii=False)
+        except json.JSONDecodeError:  # brackets inside a string (a prompt's "[context]"): left as they are
+            return m.group(0)
 
     return re.sub(r"\[[^\[\]{}]*\]", one_line, json.dumps(record, indent=1, ensure_ascii=False)) + "\n"
 
 
-def main() -> int:
+def reference_root() -> Path:
+    """The checkout that ``BIAS_HARNESS_REFINE_LM_REF`` names, at the recorded commit (or exit with a message)."""
     if not os.environ.get(REF_ENV):
         sys.exit(f"set {REF_ENV} to a checkout of {REFERENCE['repository']} at {REFERENCE['commit']}")
     root = Path(os.environ[REF_ENV]).resolve()
     checked_commit(root)
+    return root
+
+
+def main() -> int:
+    root = reference_root()
     with tempfile.TemporaryDirectory() as tmp, import_reference(root) as ref:
         entries = reference_entries(ref.root, Path(tmp))
         record = reference_outputs(ref, entries, make_setup(ref, entries, build_tiny(Path(tmp) / "bert")))

@@ -98,9 +98,10 @@ def import_reference(root: Path) -> Iterator[types.SimpleNamespace]:
                 del sys.modules[name]
 
 
-def reference_entries(root: Path, out: Path) -> dict[tuple, list]:
+def reference_entries(root: Path, out: Path, lm_mask: str = "[MASK]", prompt: str | None = None) -> dict[tuple, list]:
     """The gender training entries as the reference makes them: its generator (``generate_us_examples.sh``'s
-    arguments, with BERT's mask token) and ``preprocess_data.py``, run unmodified in subprocesses."""
+    arguments, with BERT's mask token; ``generate_llm_example.sh``'s mask word ``blank`` for its causal path) and
+    ``preprocess_data.py`` (with ``--prompt`` for its causal path), run unmodified in subprocesses."""
     source, pkl = out / "gender_train.source.json", out / "gender_train.pkl"
     gen = [
         sys.executable,
@@ -115,11 +116,12 @@ def reference_entries(root: Path, out: Path) -> dict[tuple, list]:
         "--slot",
         "gender_noact_lm",
         "--lm_mask",
-        "[MASK]",
+        lm_mask,
         "--output",
         str(source),
     ]
-    for cmd in (gen, [sys.executable, "preprocess_data.py", "--input_path", str(source), "--output", str(pkl)]):
+    pre = [sys.executable, "preprocess_data.py", "--input_path", str(source), "--output", str(pkl)]
+    for cmd in (gen, pre + (["--prompt", prompt] if prompt is not None else [])):
         proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr[-2000:]
     source.unlink()  # 200 MB
