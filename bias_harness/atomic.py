@@ -27,6 +27,17 @@ from typing import Any
 from bias_harness.errors import WriteFailed, os_reason
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _usual_mode(path: Path, folder: bool = False) -> None:
+    """The mode a plain ``open`` / ``mkdir`` would have given (``mkstemp`` / ``mkdtemp`` make 0600 / 0700)."""
+    os.chmod(path, (0o777 if folder else 0o666) & ~_umask())
+
+
 def _failed(target: Path, err: BaseException) -> WriteFailed:
     reason = os_reason(err) if isinstance(err, OSError) else str(err)
     return WriteFailed(f"{target}: could not be written ({reason}); nothing was saved under that name")
@@ -65,6 +76,7 @@ def replacing(target: str | os.PathLike[str], check: bool = True) -> Iterator[Pa
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:80]}.", suffix=".tmp")
         os.close(fd)
+        _usual_mode(Path(name))
     except OSError as err:
         raise _failed(target, err) from None
     tmp = Path(name)
@@ -131,6 +143,7 @@ def staged_folder(final: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name[:80]}.staging-"))
+        _usual_mode(staging, folder=True)
     except OSError as err:
         raise _failed(final, err) from None
 

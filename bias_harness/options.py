@@ -179,12 +179,11 @@ class Opt:
 
     def __call__(self, text: str) -> Any:
         """argparse ``type=``: the parsed value, or argparse's one-line error (it names the flag)."""
+        where = self.flag or "value"
         try:
-            return self.check(text, self.flag or "value")
-        except UserError as err:
-            message = str(err)
-            prefix = f"{self.flag or 'value'}: "
-            raise argparse.ArgumentTypeError(message.removeprefix(prefix)) from None
+            return self.check(text, where)
+        except UserError as err:  # argparse names the flag itself
+            raise argparse.ArgumentTypeError(str(err).removeprefix(f"{where}: ").removeprefix(f"{where} ")) from None
 
     @property
     def __name__(self) -> str:  # argparse names the type in some messages
@@ -219,14 +218,15 @@ def _num_text(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(value)
 
 
-def check_keys(given: Iterable[str], known: Iterable[str], where: str) -> None:
-    """Raise :class:`UnknownName` for the first key of ``given`` that ``known`` lacks, naming the nearest known key."""
+def check_keys(given: Iterable[str], known: Iterable[str], where: str, what: str = "key") -> None:
+    """Raise :class:`UnknownName` for the first key of ``given`` that ``known`` lacks, naming the nearest known key
+    (``what``: the word for a key in the message, e.g. ``dataset``)."""
     known = sorted(set(known))
     for key in given:
         if key not in known:
             near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
             hint = f"; did you mean {near[0]!r}?" if near else ""
-            raise UnknownName(f"{where}: unknown key {key!r}{hint} (known: {', '.join(known)})")
+            raise UnknownName(f"{where}: unknown {what} {key!r}{hint} (known: {', '.join(known)})")
 
 
 def check_values(values: Mapping[str, Any], schema: Mapping[str, Opt], where: str) -> dict[str, Any]:

@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bias_harness.errors import BadInput, MissingInput
+from bias_harness.atomic import replacing
+from bias_harness.errors import BadInput, MissingInput, run_main
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,35 @@ def _encode(value: Any, where: str) -> Any:
     raise BadInput(f"{where}: response of type {type(value).__name__} cannot be saved to a pack: {value!r:.80}")
 
 
-def _decode(value: Any) -> Any:
-    return (float(value[0]), bool(value[1])) if isinstance(value, list) else value
+def _decode(value: Any, where: str) -> Any:
+    """A pack's response as lm-eval caches it: a generation (text), a log-likelihood pair (number, is-greedy) or a
+    rolling log-likelihood (number); anything else is a damaged line, named by ``where``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and isinstance(value[0], (int, float))
+        and not isinstance(value[0], bool)
+        and isinstance(value[1], bool)
+    ):
+        return float(value[0]), value[1]
+    raise BadInput(
+        f"{where}: not a response lm-eval caches (text, [log-likelihood, is-greedy] or a number): {value!r:.80}"
+    )
+
+
+def locate(pack_dir: Path, key: str) -> str:
+    """``PACK, line N`` of ``key`` in a database's packs (the last line that holds it wins, as in :func:`restore`)."""
+    found = f"{pack_dir} (no line holds key {key[:16]}...)"
+    for pack in sorted(Path(pack_dir).glob(f"*{PACK_SUFFIX}")):
+        with lzma.open(pack, "rt", encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if line.startswith(f'["{key}"'):
+                    found = f"{pack}, line {n}"
+    return found
 
 
 def databases(cache_dir: Path) -> list[Path]:
@@ -59,7 +87,9 @@ def read_packs(pack_dir: Path) -> Iterator[tuple[str, Any]]:
                     key, value = json.loads(line)
                 except ValueError as e:
                     raise BadInput(f"{pack}, line {n}: not a [key, response] JSON pair ({e})") from None
-                yield key, _decode(value)
+                if not isinstance(key, str) or not key:
+                    raise BadInput(f"{pack}, line {n}: the key {key!r:.40} is not a cache key (a text)")
+                yield key, _decode(value, f"{pack}, line {n}")
 
 
 def save(cache_dir: str | Path, packs: str | Path) -> list[Path]:
@@ -80,7 +110,7 @@ def save(cache_dir: str | Path, packs: str | Path) -> list[Path]:
         path, i = pack_dir / f"{stamp}{PACK_SUFFIX}", 1
         while path.exists():  # two saves in one second
             path, i = pack_dir / f"{stamp}-{i}{PACK_SUFFIX}", i + 1
-        with lzma.open(path, "wt", encoding="utf-8", preset=9) as f:
+        with replacing(path, check=False) as tmp, lzma.open(tmp, "wt", encoding="utf-8", preset=9) as f:
             f.writelines(json.dumps(item, ensure_ascii=False) + "\n" for item in new)
         log.info("%s: %d new responses -> %s", db.name, len(new), path)
         written.append(path)
@@ -112,6 +142,11 @@ def restore(packs: str | Path, cache_dir: str | Path, only: set[str] | None = No
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m bias_harness.responses``, through the one error handler (one line per error)."""
+    return run_main(_main, argv)
+
+
+def _main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bias_harness.responses", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("save", help="new responses of CACHE_DIR's databases -> a new pack per database under PACKS")

@@ -32,7 +32,8 @@ import datasets
 from bias_harness.datasets_src.raw import RawFile, RawSourceError, fetch, sha256_of
 
 from bias_harness import __version__, settings
-from bias_harness.errors import check_writable
+from bias_harness.atomic import verify
+from bias_harness.errors import WriteFailed, check_writable, os_reason
 
 if TYPE_CHECKING:
     from huggingface_hub import DatasetCardData
@@ -296,6 +297,12 @@ def build_dataset(builder: DatasetBuilder, out_root: Path | None = None, allow_m
                 (tmp / cfg).mkdir(parents=True, exist_ok=True)
                 ds.to_parquet(str(tmp / cfg / f"{split}-00000-of-00001.parquet"))
         (tmp / "README.md").write_text(render_card(builder, configs, modified), encoding="utf-8")
+        # the manifest of what this build wrote: `data push` publishes these files and no other, checked by sha256
+        written = {
+            str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": sha256_of(p)}
+            for p in sorted(tmp.rglob("*"))
+            if p.is_file()
+        }
         pinned = builder.pinned()
         info = {
             "dataset": name,
@@ -308,8 +315,10 @@ def build_dataset(builder: DatasetBuilder, out_root: Path | None = None, allow_m
                 k: {"key": m.raw.key, "sha256": m.sha256, "upstream_sha256": m.raw.sha256} for k, m in modified.items()
             },
             "configs": {cfg: {split: len(ds) for split, ds in dd.items()} for cfg, dd in configs.items()},
+            "files": written,
         }
         (tmp / "build_info.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        verify(tmp / "build_info.json")
         if final.exists():
             old = out_root / f".{name}.old-{os.getpid()}"
             final.rename(old)
@@ -317,6 +326,12 @@ def build_dataset(builder: DatasetBuilder, out_root: Path | None = None, allow_m
             shutil.rmtree(old, ignore_errors=True)
         else:
             tmp.rename(final)
+    except OSError as err:  # disk full, ulimit -f, I/O error: named by the file of the final folder
+        if isinstance(err, WriteFailed):
+            raise
+        shown = Path(str(err.filename)) if err.filename is not None else final
+        shown = final / shown.relative_to(tmp) if shown.is_relative_to(tmp) else shown
+        raise WriteFailed(f"{shown}: could not be written ({os_reason(err)}); the old copy, if any, is kept") from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

@@ -35,7 +35,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -295,17 +294,10 @@ def _locked(folder: Path) -> Iterator[None]:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """Written whole (temporary name, checked, renamed) or not at all: :func:`bias_harness.atomic.write_text`."""
+    from bias_harness.atomic import write_text
+
+    write_text(path, text)
 
 
 @dataclass

@@ -111,6 +111,20 @@ def fetch(raw: RawFile, timeout: float = 30.0) -> Path:
         tmp.unlink(missing_ok=True)
 
 
+def verified(raw: RawFile) -> Path:
+    """:func:`fetch`, and the file must be the pinned upstream file (sha256): for released files that are scored as
+    they are (``bias-harness rescore``), where an edited file would change the numbers silently."""
+    path = fetch(raw)
+    got = sha256_of(path)
+    if got != raw.sha256:
+        raise RawSourceError(
+            f"{path}: sha256 {got[:16]}... differs from the released file {raw.repo}@{raw.commit[:12]}:{raw.path} "
+            f"(sha256 {raw.sha256[:16]}...): it was edited or damaged; restore the authors' file. "
+            + _how_to_provide(raw)
+        )
+    return path
+
+
 # ---------------------------------------------------------------- reading + validation
 
 

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bias_harness.atomic import write_text
 from bias_harness.redact import redact
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ def evaluate(
 
 def save(result: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_text(path, json.dumps(result, indent=2, sort_keys=True) + "\n")
 
 
 def load(path: Path) -> dict[str, Any] | None:

@@ -27,6 +27,7 @@ from bias_harness.mitigation.evaluate import MetricRow, metric_rows
 from bias_harness.mitigation.recipe import DataOptions, Recipe
 
 from bias_harness import __version__, settings
+from bias_harness.atomic import write_text
 from bias_harness.redact import redact
 
 log = logging.getLogger(__name__)
@@ -417,10 +418,8 @@ def compare_before_after(eval_dir: Path, iters: int | None = None, seed: int | N
         return None
     out = eval_dir / "compare"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "README.md").write_text(
-        "# bias-harness compare: before vs after mitigation\n\n" + render_markdown(cmp, out), encoding="utf-8"
-    )
-    (out / "compare.json").write_text(json.dumps(cmp.to_dict(), indent=2) + "\n", encoding="utf-8")
+    write_text(out / "README.md", "# bias-harness compare: before vs after mitigation\n\n" + render_markdown(cmp, out))
+    write_text(out / "compare.json", json.dumps(cmp.to_dict(), indent=2) + "\n")
     return cmp
 
 
@@ -430,7 +429,7 @@ def write(folder: Path, data: CardData, repo_id: str | None = None) -> Path:
     if data.comparison is None and data.eval_dir is not None and data.before and data.after:
         settings_ = data.after.get("settings", {})
         data.comparison = compare_before_after(data.eval_dir, settings_.get("bootstrap_iters"), settings_.get("seed"))
-    (folder / "README.md").write_text(redact(render(data, repo_id)), encoding="utf-8")
+    write_text(folder / "README.md", redact(render(data, repo_id)))
     summary = {
         "recipe": data.recipe.name,
         "base_model": data.base_model,
@@ -443,5 +442,5 @@ def write(folder: Path, data: CardData, repo_id: str | None = None) -> Path:
     }
     if data.comparison is not None:
         summary["comparison"] = data.comparison.to_dict()
-    (folder / SUMMARY_FILE).write_text(json.dumps(redact(summary), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_text(folder / SUMMARY_FILE, json.dumps(redact(summary), indent=2, sort_keys=True) + "\n")
     return folder / "README.md"

@@ -28,6 +28,7 @@ from bias_harness.mitigation.recipes import get_recipe, hooks
 from bias_harness.mitigation.train import check_model, is_adapter, train
 from bias_harness.mitigation.training_data import build_training_data, save_training_data
 
+from bias_harness.atomic import write_text
 from bias_harness.errors import check_writable
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,7 @@ def run(opts: MitigateOptions) -> MitigateResult:
     save_training_data(recipe, data, out / "data", data_opts)
     settings = eval_settings(recipe, opts, data_opts)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "recipe.yaml").write_text(yaml.safe_dump(cfg.as_dict(), sort_keys=True), encoding="utf-8")
+    write_text(out / "recipe.yaml", yaml.safe_dump(cfg.as_dict(), sort_keys=True))
 
     extra_args = recipe.eval_model_args(cfg, opts.model) if recipe.eval_model_args else {}  # e.g. X-MOD adapter
     base_args = ev.model_args(opts.model, extra=extra_args)
@@ -158,7 +159,7 @@ def run(opts: MitigateOptions) -> MitigateResult:
 
     if before.get("breakdowns") or after.get("breakdowns"):  # the works' before/after tables (mitigation/<work>.py)
         tables = [markdown(before, after) for markdown in hooks("breakdown_markdown")]
-        (out / "eval" / "breakdowns.md").write_text("\n".join(t for t in tables if t), encoding="utf-8")
+        write_text(out / "eval" / "breakdowns.md", "\n".join(t for t in tables if t))
     card = model_card.write(
         model_dir,
         model_card.CardData(

@@ -13,6 +13,8 @@ from typing import Any
 import datasets
 from bias_harness.mitigation.recipe import DataOptions, Recipe, RecipeError
 
+from bias_harness.atomic import write_text
+
 
 def load(dataset: str, config: str, opts: DataOptions) -> datasets.DatasetDict:
     from bias_harness.plugins.data import load_local
@@ -126,5 +128,5 @@ def save_training_data(recipe: Recipe, data: datasets.DatasetDict, folder: Path,
         "options": {k: v for k, v in opts.__dict__.items() if k != "data_dir"},
         "splits": {s: len(ds) for s, ds in data.items()},
     }
-    (folder / "training_data.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    write_text(folder / "training_data.json", json.dumps(info, indent=2) + "\n")
     return folder

@@ -8,7 +8,7 @@ against the works of its tasks: an unknown key is an error naming the nearest kn
 or out of range an error naming the key, ``validity`` thresholds are checked by
 :func:`bias_harness.plugins.validity.thresholds`. ``--model_args`` (which lm-eval merges into every task's metadata)
 is never checked here. A run that includes a task of another collection (lm-eval's own, an ``--include_path``)
-accepts keys no work declares: that task may read them.
+accepts keys no work declares, since that task may read them, except a near miss of a known key (a typo).
 """
 
 from __future__ import annotations
@@ -109,6 +109,12 @@ def check(metadata: Mapping[str, Any] | None, tasks: Iterable[str], where: str =
     schema = known_keys(found)
     if not foreign:
         check_keys(metadata, schema, where + (f" (tasks of {', '.join(sorted(found))})" if found else ""))
+    else:  # another collection's task may read any key: refuse only a near miss of a known one (a typo)
+        import difflib
+
+        for key in metadata:
+            if key not in schema and difflib.get_close_matches(key, list(schema), n=1, cutoff=0.8):
+                check_keys([key], schema, f"{where} (with tasks of other collections: {', '.join(foreign[:3])})")
     for key, value in metadata.items():
         if key in schema:
             schema[key].check(value, f"{where} {key!r}")

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
 from bias_harness.errors import check_writable
+from bias_harness.options import Opt
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,10 +21,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "runs",
         nargs="+",
-        type=Path,
+        type=Opt("in_dir"),
         help="lm-eval --output_path folders run with --log_samples; the first is A, each other is compared with it",
     )
-    p.add_argument("--out", type=Path, default=None, help="folder for README.md and plots (default: <RUN_B>/compare)")
+    p.add_argument(
+        "--out", type=Opt("out_dir"), default=None, help="folder for README.md and plots (default: <RUN_B>/compare)"
+    )
     p.add_argument("--json", action="store_true", help="print the comparison as JSON instead of writing Markdown")
     p.add_argument(
         "--tasks", default=None, help="comma-separated tasks to compare (default: all; the runs must share them)"
@@ -38,8 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "theirs"
         ),
     )
-    p.add_argument("--iters", type=int, default=1000, help="bootstrap resamples (default 1000)")
-    p.add_argument("--seed", type=int, default=1234, help="bootstrap seed (default 1234)")
+    p.add_argument("--iters", type=Opt("int", min=1), default=1000, help="bootstrap resamples (default 1000)")
+    p.add_argument("--seed", type=Opt("int", min=0), default=1234, help="bootstrap seed (default 1234)")
     p.add_argument(
         "--threshold",
         action="append",
@@ -57,47 +58,44 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from bias_harness.plugins.paired import RunMismatch
+    from bias_harness.atomic import relocate, staged_folder
+    from bias_harness.errors import BadInput
     from bias_harness.report.compare import compare_runs, render_markdown
     from bias_harness.report.verdicts import parse_thresholds
 
     if len(args.runs) < 2:
-        print("bias-harness: error: compare: give at least two runs (RUN_A RUN_B)", file=sys.stderr)
-        return 2
+        raise BadInput("compare: give at least two runs (RUN_A RUN_B)")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     base, others = args.runs[0], args.runs[1:]
     thresholds = parse_thresholds(args.threshold)
+    out = args.out or others[0] / "compare"
     if not args.json:
-        check_writable(args.out or others[0] / "compare", "--out")
-    try:
-        results = [
-            compare_runs(
-                base, other, tasks=tasks, unit=args.unit, iters=args.iters, seed=args.seed, thresholds=thresholds
-            )
-            for other in others
-        ]
-    except (RunMismatch, FileNotFoundError, ValueError) as err:
-        print(f"bias-harness: error: compare: {err}", file=sys.stderr)
-        return 2
+        check_writable(out, "--out")
+    results = [
+        compare_runs(base, other, tasks=tasks, unit=args.unit, iters=args.iters, seed=args.seed, thresholds=thresholds)
+        for other in others
+    ]
     if args.json:
         payload = [c.to_dict() for c in results]
         print(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2))
         return 0
-    out = args.out or others[0] / "compare"
-    out.mkdir(parents=True, exist_ok=True)
-    parts = ["# bias-harness compare", ""]
-    for i, cmp in enumerate(results):
-        sub = out if len(results) == 1 else out / f"b{i + 1}"
-        sub.mkdir(parents=True, exist_ok=True)
-        text = render_markdown(cmp, sub)
-        if sub != out:  # plots live in a sub-folder per compared run
-            text = text.replace("](compare_", f"]({sub.name}/compare_")
-        parts.append(text)
-    path = out / "README.md"
-    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
-    print(path)
-    if args.html:
-        from bias_harness.report.explorer.compare import write_compare_explorer
+    printed = []
+    with staged_folder(out) as stage:  # README, plots, compare.html: all written and checked, or none
+        parts = ["# bias-harness compare", ""]
+        for i, cmp in enumerate(results):
+            sub = stage if len(results) == 1 else stage / f"b{i + 1}"
+            sub.mkdir(parents=True, exist_ok=True)
+            text = render_markdown(cmp, sub)
+            if sub != stage:  # plots live in a sub-folder per compared run
+                text = text.replace("](compare_", f"]({sub.name}/compare_")
+            parts.append(relocate(text, stage, out))
+        (stage / "README.md").write_text("\n".join(parts) + "\n", encoding="utf-8")
+        printed.append(out / "README.md")
+        if args.html:
+            from bias_harness.report.explorer.compare import write_compare_explorer
 
-        print(write_compare_explorer(results, base, others, out / "compare.html"))
+            write_compare_explorer(results, base, others, stage / "compare.html")
+            printed.append(out / "compare.html")
+    for path in printed:
+        print(path)
     return 0

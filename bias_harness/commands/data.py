@@ -3,11 +3,33 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import re
 from pathlib import Path
 
 from bias_harness.commands import add_dry_run
-from bias_harness.errors import check_writable
+from bias_harness.errors import BadInput, UnknownName, check_writable
+from bias_harness.options import Opt
+
+
+def dataset_name(value: str, allow_all: bool = False) -> str:
+    """argparse type of a dataset argument: a known dataset name (never a path), or ``all`` for ``data build``."""
+    from bias_harness.datasets_src.registry import builders
+    from bias_harness.options import check_keys
+
+    if allow_all and value == "all":
+        return value
+    try:
+        check_keys([value], builders(), "name", what="dataset")
+    except UnknownName as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("name: ")) from None
+    return value
+
+
+def repo_id(value: str) -> str:
+    """argparse type of ``--repo-id``: ORG/NAME as the Hub spells it."""
+    if not re.fullmatch(r"[A-Za-z0-9][\w.\-]{0,95}/[A-Za-z0-9][\w.\-]{0,95}", value):
+        raise argparse.ArgumentTypeError(f"expected ORG/NAME (letters, digits, - _ .), not {value!r}")
+    return value
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -15,8 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     dsub = p.add_subparsers(dest="data_command", required=True, metavar="ACTION")
 
     b = dsub.add_parser("build", help="build NAME (or all) from raw files into BIAS_HARNESS_DATA_DIR")
-    b.add_argument("name", help="dataset name, or 'all'")
-    b.add_argument("--out", type=Path, default=None, help="output root (default: BIAS_HARNESS_DATA_DIR)")
+    b.add_argument("name", type=lambda v: dataset_name(v, allow_all=True), help="dataset name, or 'all'")
+    b.add_argument("--out", type=Opt("out_dir"), default=None, help="output root (default: BIAS_HARNESS_DATA_DIR)")
     b.add_argument(
         "--allow-modified-raw",
         action="store_true",
@@ -28,12 +50,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ls = dsub.add_parser("list", help="list the datasets, their raw files and whether a local copy exists")
     ls.set_defaults(func=_list)
 
-    push = dsub.add_parser("push", help="upload a built dataset (card + data) to the Hub")
-    push.add_argument("name")
-    push.add_argument("--repo-id", required=True, help="ORG/NAME on the Hub")
+    push = dsub.add_parser(
+        "push", help="upload a built dataset (the files its build wrote, by its manifest build_info.json) to the Hub"
+    )
+    push.add_argument("name", type=dataset_name, help="dataset name (see `bias-harness data list`)")
+    push.add_argument("--repo-id", type=repo_id, required=True, help="ORG/NAME on the Hub")
     push.add_argument("--private", action="store_true")
     add_dry_run(push, "write the exact folder that would be uploaded to DIR (default ./hub_upload) and upload nothing")
-    push.add_argument("--data-dir", type=Path, default=None)
+    push.add_argument(
+        "--data-dir",
+        type=Opt("in_dir"),
+        default=None,
+        help="the data root the dataset was built into (default: BIAS_HARNESS_DATA_DIR)",
+    )
     push.set_defaults(func=_push)
 
     from bias_harness.datasets_src import generate
@@ -72,26 +101,24 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _push(args: argparse.Namespace) -> int:
-    from bias_harness.datasets_src.publish import push_folder
+    import sys
+
+    from bias_harness.datasets_src.publish import manifest_files, push_folder
     from bias_harness.plugins.data import local_path
 
     folder = local_path(args.name, args.data_dir)
     if not (folder / "README.md").is_file():
-        print(
-            f"bias-harness: error: no built copy of {args.name} at {folder}; run `bias-harness data build "
-            f"{args.name}` first",
-            file=sys.stderr,
-        )
-        return 2
+        raise BadInput(f"no built copy of {args.name} at {folder}; run `bias-harness data build {args.name}` first")
     if args.dry_run is not None:
         check_writable(args.dry_run, "--dry-run")
+    files = manifest_files(folder)  # what the build wrote, checked by sha256: nothing else is published
     if modified := _modified_raw(folder):
         print(
             f"bias-harness: warning: {args.name} was built from raw files that differ from upstream "
             f"({', '.join(modified)}); its card says so",
             file=sys.stderr,
         )
-    where = push_folder(folder, args.repo_id, private=args.private, dry_run_dir=args.dry_run)
+    where = push_folder(folder, args.repo_id, private=args.private, dry_run_dir=args.dry_run, files=files)
     print(where)
     return 0
 

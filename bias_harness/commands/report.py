@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from bias_harness.options import Opt
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="write a Markdown report with plots from lm-eval results/samples")
-    p.add_argument("run_dirs", nargs="+", type=Path, help="folders given to lm-eval's --output_path")
-    p.add_argument("--out", type=Path, default=None, help="output folder (default: <first RUN_DIR>/report)")
+    p.add_argument("run_dirs", nargs="+", type=Opt("in_dir"), help="folders given to lm-eval's --output_path")
+    p.add_argument("--out", type=Opt("out_dir"), default=None, help="output folder (default: <first RUN_DIR>/report)")
     p.add_argument(
         "--summary",
-        type=Path,
+        type=Opt("in_file"),
         default=None,
         help="Markdown file with a hand-written summary: text before the first '## ' heading goes at the top, "
         "text under '## <work>' (section module name, e.g. demet, or its title) at the top of that section",
@@ -42,6 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from bias_harness.atomic import relocate, staged_folder
     from bias_harness.errors import check_writable
     from bias_harness.report.page import write_report
     from bias_harness.report.verdicts import parse_thresholds
@@ -49,10 +51,17 @@ def _run(args: argparse.Namespace) -> int:
     out = args.out or args.run_dirs[0] / "report"
     thresholds = parse_thresholds(args.threshold)
     check_writable(out, "--out")
-    path = write_report(args.run_dirs, out, summary=args.summary, thresholds=thresholds, multiplicity=args.multiplicity)
-    print(path)
-    if args.html:
-        from bias_harness.report.explorer.page import write_explorer
+    printed = [out / "README.md"]
+    with staged_folder(out) as stage:  # README, plots, report.html: all written and checked, or none
+        readme = write_report(
+            args.run_dirs, stage, summary=args.summary, thresholds=thresholds, multiplicity=args.multiplicity
+        )
+        readme.write_text(relocate(readme.read_text(encoding="utf-8"), stage, out), encoding="utf-8")
+        if args.html:
+            from bias_harness.report.explorer.page import write_explorer
 
-        print(write_explorer(args.run_dirs, out / "report.html", thresholds))
+            write_explorer(args.run_dirs, stage / "report.html", thresholds)
+            printed.append(out / "report.html")
+    for path in printed:
+        print(path)
     return 0

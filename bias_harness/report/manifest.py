@@ -37,6 +37,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from bias_harness.atomic import write_text
 from bias_harness.errors import BadInput, MissingInput
 from bias_harness.redact import redact
 
@@ -279,7 +280,7 @@ def write(
     for old in folder.glob("results_*.json"):  # a re-run replaces the run
         old.unlink()
     redacted = json.dumps(redact(data), indent=2, ensure_ascii=False) + "\n"
-    (folder / results_file.name).write_text(redacted, encoding="utf-8")
+    write_text(folder / results_file.name, redacted)
     model_args = cfg.get("model_args") or {}
     dtype = cfg.get("model_dtype") or (model_args.get("dtype") if isinstance(model_args, dict) else None) or "auto"
     manifest = {
@@ -305,7 +306,7 @@ def write(
         "results_file": results_file.name,
     }
     path = folder / MANIFEST
-    path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_text(path, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     return path
 
 

@@ -3,6 +3,7 @@ interpretability verdicts of its tasks; tasks no section claims go in a plain ta
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from bias_harness.report.plots import section_figure
 from bias_harness.report.sections import sections
 from bias_harness.report.summary import fill_summary, read_summary, summary_for, with_summary
 from bias_harness.runs import fmt, load_runs, short_label, subset_note
+
+log = logging.getLogger(__name__)
 
 
 def _slug(text: str) -> str:
@@ -77,6 +80,15 @@ def write_report(
                 for (m, t), sub in sorted(limits.items())
             )
         )
+    unsampled = sorted({t for r in runs.values() for t in r.tasks() if t not in r.sample_files})
+    if unsampled:  # every number the report computes from the answers is "–" then: say why, once
+        note = (
+            f"**No per-answer tables for {', '.join(unsampled)}**: the run was made without `--log_samples`, so "
+            "the breakdowns, diagnostics and verdicts computed from the answers show –; run it again with "
+            "`--log_samples` (with `--use_cache`, no answer is asked again)."
+        )
+        log.warning("%s", note.replace("**", "").replace("`", ""))
+        parts += ["", note]
     parts.append("")
     covered: dict[str, set[str]] = {m: set() for m in runs}
     for section in sections():

@@ -30,7 +30,6 @@ import copy
 import json
 import logging
 import math
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import Any
 
 from bias_harness import responses
 from bias_harness.errors import BadInput, MissingInput
+from bias_harness.options import Opt
 from bias_harness.report import manifest as manifests
 from bias_harness.report.sections import section_name, sections
 from bias_harness.runs import REPLAY_KEY
@@ -91,8 +91,12 @@ def replay_run(
     limit: int | None = None,
     record_samples: str | Path | None = None,
     label_root: str | Path | None = None,
+    packs: str | Path | None = None,
 ) -> Path:
     """Replay one run into ``out_root/<model key>/<group>/<run folder>/``; returns the results file.
+
+    Any error names the manifest and the pack; a cached response that is not what its request returns (a damaged
+    pack line) names the task, the document and, with ``packs`` (the packs folder), the pack file and line.
 
     ``tasks`` / ``limit`` replace the run's ``--tasks`` / ``--limit`` (checks replay part of a run);
     ``record_samples``: the original results file whose logged samples supply sampled draws the cache lacks;
@@ -117,12 +121,23 @@ def replay_run(
     pack = m["pack"]
     if not pack.endswith("_rank0"):
         raise BadInput(f"{path}: field 'pack' must name a rank-0 cache (<prefix>_rank0), not {pack!r}")
+    database = Path(cache_dir) / f"{pack}.db"
+    if not database.is_file():
+        raise MissingInput(
+            f"{path}: field 'pack' names {pack!r}, but no response pack of that name was restored "
+            f"(no {database.name} in the cache; packs: "
+            f"{', '.join(p.stem for p in responses.databases(Path(cache_dir))) or 'none'})"
+        )
     model_args = f"manifest={path.resolve()}"
     if record_samples:
         model_args += f",record_samples={Path(record_samples).resolve()}"
     out_root = Path(out_root)
     out_root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_root, prefix=".replay-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(dir=out_root, prefix=".replay-") as tmp,
+        _named_errors(path, pack, packs),
+        _checked_responses(pack, packs),
+    ):
         run_lm_eval(
             [
                 "run",
@@ -142,6 +157,74 @@ def replay_run(
         if len(produced) != 1:
             raise MissingInput(f"replay of {path} wrote {len(produced)} results files")
         return _place(produced[0], m, folder, out_root, Path(label_root) if label_root else folder)
+
+
+@contextlib.contextmanager
+def _named_errors(manifest: Path, pack: str, packs: str | Path | None) -> Iterator[None]:
+    """An error of one replay, prefixed with its manifest and pack (the user errors; others pass as they are)."""
+    from bias_harness.errors import UserError, is_user_error
+
+    try:
+        yield
+    except Exception as err:
+        if not is_user_error(err) or str(manifest) in str(err):
+            raise
+        where = f"replay of {manifest} (pack {Path(packs) / pack if packs else pack})"
+        cls = MissingInput if isinstance(err, FileNotFoundError) else BadInput
+        raise cls(f"{where}: {' '.join(str(err).split())}") from (err if isinstance(err, UserError) else None)
+
+
+# what lm-eval's cache must hold for each request type: (check, in words)
+_RESPONSE_SHAPES = {
+    "generate_until": (lambda v: isinstance(v, str), "a generated text"),
+    "loglikelihood": (
+        lambda v: (
+            isinstance(v, (tuple, list))
+            and len(v) == 2
+            and isinstance(v[0], (int, float))
+            and not isinstance(v[0], bool)
+            and isinstance(v[1], bool)
+        ),
+        "a (log-likelihood, is-greedy) pair",
+    ),
+    "loglikelihood_rolling": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+}
+
+
+@contextlib.contextmanager
+def _checked_responses(pack: str, packs: str | Path | None) -> Iterator[None]:
+    """Within the block, every response lm-eval's cache returns has the shape of its request type: a damaged pack
+    line (a text where a log-likelihood belongs) is one error naming the task, the document and the pack line, not a
+    failure deep in a metric."""
+    from lm_eval.api.model import CachingLM, hash_args
+
+    original = CachingLM.__getattr__
+
+    def checked(self: CachingLM, attr: str) -> Any:
+        fn = original(self, attr)
+        if attr not in _RESPONSE_SHAPES:
+            return fn
+        ok, what = _RESPONSE_SHAPES[attr]
+
+        def call(requests: list) -> list:
+            out = fn(requests)
+            for req, value in zip(requests, out, strict=True):
+                if not ok(value):
+                    key = hash_args(attr, req.args)
+                    line = responses.locate(Path(packs) / pack, key) if packs else f"pack {pack}, key {key}"
+                    raise BadInput(
+                        f"{line}: task {req.task_name!r}, document {req.doc_id}: the saved response is not "
+                        f"{what}: {value!r:.60}"
+                    )
+            return out
+
+        return call
+
+    CachingLM.__getattr__ = checked
+    try:
+        yield
+    finally:
+        CachingLM.__getattr__ = original
 
 
 def _place(results: Path, m: dict[str, Any], folder: Path, out_root: Path, label_root: Path) -> Path:
@@ -236,11 +319,13 @@ def run_check(check: dict[str, Any], cache_dir: Path, out_root: Path, root: Path
 # ---------------------------------------------------------------- the page
 
 
-def replay_all(runs_dir: Path, cache_dir: Path, out_root: Path, label_root: Path) -> list[tuple[Path, Path]]:
+def replay_all(
+    runs_dir: Path, cache_dir: Path, out_root: Path, label_root: Path, packs: Path | None = None
+) -> list[tuple[Path, Path]]:
     manifest_paths = manifests.find(runs_dir)
     if not manifest_paths:
         raise MissingInput(f"no run manifests under {runs_dir}")
-    return [(p, replay_run(p, cache_dir, out_root, label_root=label_root)) for p in manifest_paths]
+    return [(p, replay_run(p, cache_dir, out_root, label_root=label_root, packs=packs)) for p in manifest_paths]
 
 
 def write_numbers(path: Path, runs: list[tuple[Path, Path]], root: Path, cache_dir: Path, work_dir: Path) -> None:
@@ -270,6 +355,7 @@ def page(
     from ``root``'s runs and packs. ``tail``: Markdown appended to README.md; ``tokenizers``: model key -> tokenizer
     folder, to record token counts a table lacks; ``keep``: also keep the replayed runs there (lm-eval output
     folders)."""
+    from bias_harness.atomic import relocate, staged_folder
     from bias_harness.plugins import tokenizers as tok
     from bias_harness.report.explorer.page import write_explorer
     from bias_harness.report.page import write_report
@@ -282,17 +368,27 @@ def page(
         with tempfile.TemporaryDirectory(prefix="bh-replay-") as tmp, task_index_once():
             work = Path(tmp)
             responses.restore(root / "responses", work / "cache")
-            runs = replay_all(runs_dir, work / "cache", Path(keep) if keep else work / "runs", label_root=root)
-            for stale in out.glob("**/*.png"):  # no plots of runs that are gone
-                stale.unlink()
+            runs = replay_all(
+                runs_dir,
+                work / "cache",
+                Path(keep) if keep else work / "runs",
+                label_root=root,
+                packs=root / "responses",
+            )
             run_dirs = sorted({r.parent.parent for _, r in runs})
-            readme = write_report(run_dirs, out, summary=summary)
-            write_explorer(run_dirs, out / EXPLORER, title="bias-harness results explorer: docs/results")
-            if tail:
-                readme.write_text(
-                    readme.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + tail.strip() + "\n", encoding="utf-8"
-                )
-            write_numbers(out / NUMBERS, runs, root, work / "cache", work)
+            with staged_folder(out) as stage:  # README, plots, explorer, numbers: all written and checked, or none
+                readme = write_report(run_dirs, stage, summary=summary)
+                write_explorer(run_dirs, stage / EXPLORER, title="bias-harness results explorer: docs/results")
+                text = relocate(readme.read_text(encoding="utf-8"), stage, out)
+                if tail:
+                    text = text.rstrip("\n") + "\n\n" + tail.strip() + "\n"
+                readme.write_text(text, encoding="utf-8")
+                write_numbers(stage / NUMBERS, runs, root, work / "cache", work)
+                fresh = {p.relative_to(stage) for p in stage.rglob("*.png")}
+                for stale in out.glob("**/*.png"):  # no plots of runs that are gone
+                    if stale.relative_to(out) not in fresh:
+                        stale.unlink()
+            readme = out / "README.md"
     finally:
         for path in tok.save_recorded():
             log.info("token counts recorded: %s", path)
@@ -379,13 +475,25 @@ def record(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m bias_harness.report.replay``, through the one error handler of every bias-harness command: an
+    error is one line naming the manifest, the pack and the record (``--debug``: the traceback)."""
+    from bias_harness.errors import run_main
+
+    return run_main(_main, argv)
+
+
+def _main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bias_harness.report.replay", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     pg = sub.add_parser("page", help="rebuild the results page from the committed packs and manifests")
-    pg.add_argument("--root", type=Path, default=ROOT, help="folder with runs/ and responses/ (default docs/results)")
-    pg.add_argument("--out", type=Path, default=None, help="where the page goes (default: --root)")
-    pg.add_argument("--summary", type=Path, default=None, help="hand-written summary (see bias-harness report)")
-    pg.add_argument("--tail", type=Path, default=None, help="Markdown file appended to README.md")
+    pg.add_argument(
+        "--root", type=Opt("in_dir"), default=ROOT, help="folder with runs/ and responses/ (default docs/results)"
+    )
+    pg.add_argument("--out", type=Opt("out_dir"), default=None, help="where the page goes (default: --root)")
+    pg.add_argument(
+        "--summary", type=Opt("in_file"), default=None, help="hand-written summary (see bias-harness report)"
+    )
+    pg.add_argument("--tail", type=Opt("in_file"), default=None, help="Markdown file appended to README.md")
     pg.add_argument(
         "--tokenizer",
         action="append",
@@ -408,7 +516,6 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="do not require the replay to give the run's numbers (parsers or metrics changed since)",
     )
-    argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)  # record: `-- <the run's lm-eval flags>`
     args = p.parse_args(argv[:cut])
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

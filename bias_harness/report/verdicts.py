@@ -52,19 +52,22 @@ class TaskResults(Mapping[str, Any]):
 
 
 def parse_thresholds(pairs: list[str] | None) -> dict[str, float]:
-    """``["min_valid=50", ...]`` -> ``{"min_valid": 50.0}``; a bad pair or an unknown name fails, naming it."""
+    """``["min_valid=50", ...]`` -> ``{"min_valid": 50.0}``: each name one of ``validity.DEFAULT_THRESHOLDS`` (read
+    at run time), each value a finite number within the threshold's range; else one error naming the pair and the
+    nearest known name (:func:`bias_harness.plugins.validity.check_threshold`)."""
     from bias_harness.errors import BadInput
 
     out: dict[str, float] = {}
     for pair in pairs or []:
         name, sep, value = pair.partition("=")
+        if not sep:
+            raise BadInput(
+                f"--threshold {pair!r}: give NAME=NUMBER, NAME one of {', '.join(validity.DEFAULT_THRESHOLDS)}"
+            )
         try:
-            out[name.strip()] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep or name.strip() not in validity.DEFAULT_THRESHOLDS:
-            known = ", ".join(validity.DEFAULT_THRESHOLDS)
-            raise BadInput(f"--threshold {pair!r}: give NAME=NUMBER, NAME one of {known}")
+            out[name.strip()] = validity.check_threshold(name.strip(), value.strip(), "--threshold")
+        except ValueError as err:
+            raise BadInput(str(err)) from None
     return out
 
 

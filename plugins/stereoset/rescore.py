@@ -18,7 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bias_harness.datasets_src.raw import RawDataError, RawFile, fetch, load_json, validate_records
+from bias_harness.datasets_src.raw import RawDataError, RawFile, fetch, load_json, validate_records, verified
 from bias_harness.plugins.stereoset import metrics as m
 
 REPO = "moinnadeem/StereoSet"
@@ -158,7 +158,7 @@ def rescore_file(path: Path, gold: dict[str, list[dict[str, Any]]], ci: bool = T
 def stereoset_table(ci: bool = True, files: list[Path] | None = None) -> list[dict[str, Any]]:
     """Every released prediction file rescored (default: the 11 files, from ``BIAS_HARNESS_RAW_DIR`` or downloaded)."""
     gold = read_gold()
-    paths = files if files is not None else [fetch(raw_file(name)) for name in PREDICTION_FILES]
+    paths = files if files is not None else [verified(raw_file(name)) for name in PREDICTION_FILES]  # pinned sha256
     return [rescore_file(Path(p), gold, ci=ci) for p in paths]
 
 

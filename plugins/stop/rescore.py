@@ -6,6 +6,7 @@ ours).
 
 from __future__ import annotations
 
+import json
 import math
 
 COLUMNS = ["P", "P_all", "P_low", "P_moderate", "P_high", "P_counter", "P_counter_all", "invalid_rate"]
@@ -13,11 +14,29 @@ COLUMNS = ["P", "P_all", "P_low", "P_moderate", "P_high", "P_counter", "P_counte
 
 def stop_table(parser: str = "strict", ci: bool = True) -> list[dict]:
     """One row per recorded model: P, P per severity, P_counter, invalid rate (and bootstrap CIs with ``ci``)."""
-    from bias_harness.plugins.data import load_local
+    from bias_harness.plugins.data import load_local, local_path
     from bias_harness.plugins.stop.metrics import rescore_recorded
 
     rows = load_local("stop", "recorded")["test"].to_list()
+    _check_released(local_path("stop"))
     return rescore_recorded(rows, parser=parser, ci=ci)
+
+
+def _check_released(folder) -> None:
+    """The recorded outputs are the released ``STOP-full-labelled.json`` (its build checked the pinned sha256): a
+    copy built from a modified file (``--allow-modified-raw``) is refused, as is a built file changed since."""
+    from bias_harness.datasets_src.publish import manifest_files
+    from bias_harness.datasets_src.raw import RawSourceError
+
+    info = json.loads((folder / "build_info.json").read_text(encoding="utf-8"))
+    if "files" in info:  # (builds before the manifest listed its files have only their raw files' check)
+        manifest_files(folder)  # every file as its build wrote it (sha256)
+    for entry in (info.get("modified_raw_files") or {}).values():
+        raise RawSourceError(
+            f"{folder}: built from a modified {entry['key']} (sha256 {entry['sha256'][:16]}..., released "
+            f"{entry['upstream_sha256'][:16]}...); rescore scores the released outputs: restore the authors' file "
+            "and run `bias-harness data build stop`"
+        )
 
 
 def _pct(v: float | None) -> str:
