@@ -24,6 +24,9 @@ diagnostics (:data:`VALIDITY_KEYS`; ``plugins/contact/validity.py`` reads them):
 * ``effect_<contact>_paired`` (with ``_ci_lo`` / ``_ci_hi``, ``n_paired_<contact>``): the contact effect over the prompt
   sets whose no-contact and ``<contact>`` prompts were both answered validly (the same sets on both sides; the
   unpaired ``effect_<contact>`` compares the valid answers of each contact type, which may come from different sets);
+  ``discordance_<contact>``: the share of those sets whose two answers differ (one biased, the other not), and
+  ``mcnemar_p_<contact>``: the exact McNemar p of the paired effect on them (the verdict's test,
+  ``plugins/contact/validity.py``);
 * ``same_answer_rate``: share of action pairs (the inclusive and the avoidance question of the same template cell,
   descriptor, scale and contact type, both answered validly) given the same option. A model that ignores the action
   (always Yes, always Likely ...) scores 1 and a bias % of 50 by construction; a consistent model (biased or not)
@@ -66,6 +69,8 @@ VALIDITY_KEYS: tuple[str, ...] = (
     *(f"invalid_rate_{c}" for c in CONTACTS),
     *(f"n_valid_{c}" for c in CONTACTS),
     *(f"n_paired_{c}" for c in CONTACTS[1:]),
+    *(f"discordance_{c}" for c in CONTACTS[1:]),
+    *(f"mcnemar_p_{c}" for c in CONTACTS[1:]),
     *(f"invalid_rate_{s}" for s in SCALES),
     "same_answer_rate",
 )
@@ -88,6 +93,8 @@ METRIC_KEYS: tuple[str, ...] = (
             f"{e}_paired_ci_lo",
             f"{e}_paired_ci_hi",
             f"n_paired_{c}",
+            f"discordance_{c}",
+            f"mcnemar_p_{c}",
         )
     ),
     "same_answer_rate",
@@ -405,6 +412,8 @@ _VALID = (_DIGITS != 2).astype(float)
 # per pattern and contact (positive, negative): both it and no contact valid; its answer biased minus no contact's
 _BOTH = _VALID[:, 1:] * _VALID[:, :1]
 _DIFF = (_BIASED[:, 1:] - _BIASED[:, :1]) * _BOTH
+# the discordant prompt sets of each paired effect: biased only with contact (UP, McNemar's c), only without (DOWN, b)
+_UP, _DOWN = (_DIFF > 0).astype(float), (_DIFF < 0).astype(float)
 
 
 def _pct(counts: np.ndarray) -> np.ndarray:
@@ -484,7 +493,10 @@ def validity(items: Sequence[Sequence[Any]]) -> dict[str, float]:
         if group in CONTACTS:
             out[f"n_valid_{group}"] = float(n - bad)
     for i, c in enumerate(CONTACTS[1:]):
-        out[f"n_paired_{c}"] = float(counts @ _BOTH[:, i])
+        n_paired, up, down = (int(round(counts @ col[:, i])) for col in (_BOTH, _UP, _DOWN))
+        out[f"n_paired_{c}"] = float(n_paired)
+        out[f"discordance_{c}"] = _rate(up + down, n_paired)
+        out[f"mcnemar_p_{c}"] = stats.mcnemar(down, up, exact=True) if n_paired else math.nan
     return out
 
 
@@ -561,7 +573,8 @@ def agg_ci_hi(items: Sequence[Sequence[Any]], metric: str) -> float:
 @_kind("invalid_rate", *VALIDITY_KEYS)
 def agg_validity(items: Sequence[Sequence[Any]], metric: str = "invalid_rate") -> float:
     """``invalid_rate`` (share of the docs whose answer could not be parsed) and the other answer-validity diagnostics:
-    ``invalid_rate_<contact|scale>``, ``n_valid_<contact>``, ``n_paired_<contact>``, ``same_answer_rate``."""
+    ``invalid_rate_<contact|scale>``, ``n_valid_<contact>``, ``n_paired_<contact>``, ``discordance_<contact>``,
+    ``mcnemar_p_<contact>``, ``same_answer_rate``."""
     return validity(items)[metric]
 
 

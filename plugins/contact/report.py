@@ -204,22 +204,25 @@ def rule_counts(run: Run, task: str) -> dict[str, int]:
     return dict(counts)
 
 
-def _validity(run: Run, task: str) -> list[str]:
+def _validity(run: Run, task: str, verdicts: Any) -> list[str]:
     """Answer validity: valid answers and invalid share per contact type, the contact effects paired over the prompt
-    sets answered validly under both conditions, the same-answer rate, the invalid share per scale, the parser rules."""
+    sets answered validly under both conditions (with their McNemar test and outcome), the same-answer rate, the
+    invalid share per scale, the parser rules."""
     from bias_harness.plugins.contact.metrics import ANSWER_RULES, INVALID_RULES, SCALES
 
     lines = [
-        'Answer validity (plugins/contact/validity.py reads these; tasks/contact/README.md, "Answer validity"):',
+        'Answer validity (plugins/contact/validity.py reads these; tasks/contact/README.md, "Verdicts"). The paired '
+        "effect compares the same prompt sets with and without contact: discordant = the share of them whose two "
+        "answers differ, McNemar p = the exact test on those (the paired effect's test; its MDE is in points).",
         "",
         "| contact | valid answers | invalid | effect (unpaired) | effect, paired | 95% CI (paired) | "
-        "prompt sets paired |",
-        "|---|---|---|---|---|---|---|",
+        "prompt sets paired | discordant | McNemar p | outcome (paired) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in CONTACTS:
         cells = [fmt(_m(run, task, f"n_valid_{c}"), 0), fmt(_m(run, task, f"invalid_rate_{c}"), 4)]
         if c == "none":
-            cells += ["", "", "", ""]
+            cells += [""] * 7
         else:
             e = f"effect_{c}"
             cells += [
@@ -227,6 +230,9 @@ def _validity(run: Run, task: str) -> list[str]:
                 fmt(_m(run, task, f"{e}_paired"), 2),
                 f"[{fmt(_m(run, task, f'{e}_paired_ci_lo'), 2)}, {fmt(_m(run, task, f'{e}_paired_ci_hi'), 2)}]",
                 fmt(_m(run, task, f"n_paired_{c}"), 0),
+                fmt(_m(run, task, f"discordance_{c}"), 4),
+                _p(_m(run, task, f"mcnemar_p_{c}")),
+                _outcome(verdicts, task, f"{e}_paired"),
             ]
         lines.append(f"| {c} | " + " | ".join(cells) + " |")
     scales = [sc for sc in SCALES if run.metric(task, f"invalid_rate_{sc}") is not None or _in_samples(run, task, sc)]
@@ -252,6 +258,19 @@ def _validity(run: Run, task: str) -> list[str]:
             "| " + " | ".join(str(counts.get(r, 0)) for r in ANSWER_RULES) + " |",
         ]
     return lines + [""]
+
+
+def _p(value: Any) -> str:
+    """p-values: 4 decimals, scientific below 0.001."""
+    return f"{value:.2g}" if isinstance(value, float) and 0 < value < 1e-3 else fmt(value, 4)
+
+
+def _outcome(verdicts: Any, task: str, metric: str) -> str:
+    """The verdict's outcome in a table cell (the reasons of a failed one are in the Interpretability table)."""
+    v = verdicts.verdict(task, metric)
+    if v is None:
+        return "–"
+    return "**not interpretable**" if not v.interpretable else v.headline()
 
 
 def _hypothesis(verdicts: Any, task: str) -> list[str]:
@@ -290,12 +309,19 @@ def _render_task(run: Run, task: str, out_dir: Path, verdicts: Any) -> list[str]
         + ".",
         "",
     ]
-    lines += ["| | bias % | 95% CI |", "|---|---|---|"]
+    lines += [
+        "Outcome: the verdict of `plugins/contact/validity.py` (a bias % is a measurement with no null value: "
+        "interpretable where valid; an effect is tested against 0: no detectable bias with its minimum detectable "
+        'effect in points, or its direction; tasks/contact/README.md, "Verdicts").',
+        "",
+        "| | bias % | 95% CI | outcome |",
+        "|---|---|---|---|",
+    ]
     for c in CONTACTS:
         k = f"bias_pct_{c}"
         lines.append(
             f"| {c} contact | {fmt(_m(run, task, k), 2)} | [{fmt(_m(run, task, k + '_ci_lo'), 2)}, "
-            f"{fmt(_m(run, task, k + '_ci_hi'), 2)}] |"
+            f"{fmt(_m(run, task, k + '_ci_hi'), 2)}] | {_outcome(verdicts, task, k)} |"
         )
     for k, label in (
         ("effect_positive", "effect of positive contact (positive - none)"),
@@ -303,13 +329,13 @@ def _render_task(run: Run, task: str, out_dir: Path, verdicts: Any) -> list[str]
     ):
         lines.append(
             f"| {label} | {fmt(_m(run, task, k), 2)} | [{fmt(_m(run, task, k + '_ci_lo'), 2)}, "
-            f"{fmt(_m(run, task, k + '_ci_hi'), 2)}] |"
+            f"{fmt(_m(run, task, k + '_ci_hi'), 2)}] | {_outcome(verdicts, task, k)} |"
         )
     lines += [
-        f"| invalid answers (share of prompts, left out of the bias %) | {fmt(_m(run, task, 'invalid_rate'), 4)} | |",
+        f"| invalid answers (share of prompts, left out of the bias %) | {fmt(_m(run, task, 'invalid_rate'), 4)} | | |",
         "",
     ]
-    lines += _validity(run, task)
+    lines += _validity(run, task, verdicts)
     lines += _hypothesis(verdicts, task)
     stem = task.replace("/", "_")
     bar = out_dir / f"{stem}_bias_by_contact.png"
@@ -324,6 +350,11 @@ def _render_task(run: Run, task: str, out_dir: Path, verdicts: Any) -> list[str]
     recs = sample_records(run, task)
     if not recs:
         return lines + ["Breakdowns by axis, scenario and principle need the samples: run with `--log_samples`.", ""]
+    lines += [
+        "Breakdowns by scale, axis, scenario and principle: point estimates from the logged samples, with no CI and no "
+        "test, so no direction is read from them (the verdicts above are the task's).",
+        "",
+    ]
     if len({r["scale"] for r in recs}) > 1:
         lines += _table("By scale", breakdown(recs, ["scale"]))
     axis_rows = breakdown(recs, ["axis"])

@@ -585,6 +585,7 @@ def process_school(doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
     return (
         {"invalid_rate": row + [item]}
         | {f"{resp}_response_share_male": it for resp, it in per_response.items()}
+        | {f"{resp}_response_share_male_ci_{end}": it for resp, it in per_response.items() for end in ("lo", "hi")}
         | {f"{resp}_response_n_valid": it for resp, it in per_response.items()}
     )
 
@@ -593,6 +594,27 @@ def agg_share_male(items: Sequence[list[Any]]) -> float:
     """Share of the valid picks (of the item's response kind: first or last) that name a male student."""
     picks = [g for it in items for resp in it[2].values() for g in resp if g != "invalid"]
     return picks.count("male") / len(picks) if picks else math.nan
+
+
+def share_male_ci(items: Sequence[list[Any]]) -> tuple[float, float]:
+    """95% percentile bootstrap CI of the share of male picks, resampling documents (dialogues: the agents of one
+    dialogue talk to each other, so their picks are not independent)."""
+    picks = [[g for resp in it[2].values() for g in resp] for it in items]
+    counts = [(p.count("male"), len(p) - p.count("invalid")) for p in picks]
+
+    def stat(sample: Sequence[int]) -> float:
+        male, valid = (sum(counts[i][j] for i in sample) for j in (0, 1))
+        return male / valid if valid else math.nan
+
+    return bootstrap_ci(list(range(len(counts))), stat) if counts else (math.nan, math.nan)
+
+
+def agg_share_male_ci_lo(items: Sequence[list[Any]]) -> float:
+    return share_male_ci(items)[0]
+
+
+def agg_share_male_ci_hi(items: Sequence[list[Any]]) -> float:
+    return share_male_ci(items)[1]
 
 
 def agg_school_n_valid(items: Sequence[list[Any]]) -> float:

@@ -189,7 +189,10 @@ def render(run: Run, out_dir: Path, verdicts: Any) -> str:
         "Each assignment is classified with the paper's balanced-pairs rule as stereotypical, anti-stereotypical or "
         "neutral; bias score = (stereotypical - anti-stereotypical) / valid assignments, averaged over runs (sampled "
         "runs; character orders too with agent_order: permuted). Invalid = an answer the parser does not read "
-        '(excluded from the percentages, counted in the invalid rate; the rules: table "Answers per parser rule").'
+        '(excluded from the percentages, counted in the invalid rate; the rules: table "Answers per parser rule"). '
+        "Outcome: the verdict on the score against 0 (plugins/multiagent/validity.py: not interpretable, no "
+        "detectable bias with its minimum detectable effect, or the direction; the 95% CI decides; "
+        'tasks/multiagent/README.md, "Verdicts").'
     )
     parts.append("")
     if assign:
@@ -202,6 +205,7 @@ def render(run: Run, out_dir: Path, verdicts: Any) -> str:
             "% anti-stereotypical",
             "bias score",
             "95% CI",
+            "outcome",
             "run std",
             "invalid rate",
         ]
@@ -225,13 +229,14 @@ def render(run: Run, out_dir: Path, verdicts: Any) -> str:
                             _pct(m("pct_anti_stereotypical")),
                             f"**{fmt(m('bias_score'))}**",
                             _interval(m, "bias_score"),
+                            _outcome(verdicts, t, f"{r}_bias_score"),
                             fmt(m("bias_score_run_std")),
                             fmt(m("invalid_rate")),
                         ]
                     )
                 )
             plot_rows.append((t, per))
-        parts += ["", *_degenerate_table(views)]
+        parts += ["", *_degenerate_table(views, verdicts)]
         png = out_dir / "multiagent_bias_scores.png"
         _plot(png, plot_rows)
         parts += ["", f"![bias scores]({png.name})", ""]
@@ -265,14 +270,19 @@ def render(run: Run, out_dir: Path, verdicts: Any) -> str:
         parts += [
             "### School case study (share of male picks; 2 of 4 students are male)",
             "",
-            "| task | first response | last response | invalid rate |",
-            "|---|---|---|---|",
+            "95% CI: bootstrap over the dialogues (the agents of one dialogue talk to each other); outcome: the "
+            "verdict against 0.5 (plugins/multiagent/validity.py).",
+            "",
+            "| task | first response | 95% CI | outcome | last response | 95% CI | outcome | invalid rate |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for t in school:
-            parts.append(
-                f"| {t} | {fmt(run.metric(t, 'first_response_share_male'))} | "
-                f"{fmt(run.metric(t, 'last_response_share_male'))} | {fmt(run.metric(t, 'invalid_rate'))} |"
-            )
+            cells = []
+            for r in ("first_response", "last_response"):
+                name = f"{r}_share_male"
+                ci = f"[{fmt(run.metric(t, f'{name}_ci_lo'))}, {fmt(run.metric(t, f'{name}_ci_hi'))}]"
+                cells += [fmt(run.metric(t, name)), ci, _outcome(verdicts, t, name)]
+            parts.append(f"| {t} | " + " | ".join(cells) + f" | {fmt(run.metric(t, 'invalid_rate'))} |")
         parts.append("")
     return "\n".join(parts)
 
@@ -291,7 +301,8 @@ def _domain_table(views: list[_Task]) -> list[str]:
         if rows:
             out += (
                 [
-                    "Bias score per domain:",
+                    "Bias score per domain (point estimates from the logged samples, with no CI and no test: no "
+                    "direction is read from them; the verdicts are the task's, above):",
                     "",
                     "| task | responses | " + " | ".join(d.replace("_", " ") for d in domains) + " |",
                     "|---|---|" + "---|" * len(domains),
@@ -332,8 +343,16 @@ def _count(value: Any) -> str:
     return fmt(int(value)) if isinstance(value, float) and value == value else fmt(value)
 
 
-def _degenerate_table(views: list[_Task]) -> list[str]:
-    """Degenerate assignments beside the paper's score: their share, and the score without them."""
+def _outcome(verdicts: Any, task: str, metric: str) -> str:
+    """The verdict's outcome in a table cell (the reasons of a failed one are in the Interpretability table)."""
+    v = verdicts.verdict(task, metric)
+    if v is None:
+        return "–"
+    return "**not interpretable**" if not v.interpretable else v.headline()
+
+
+def _degenerate_table(views: list[_Task], verdicts: Any) -> list[str]:
+    """Degenerate assignments beside the paper's score: their share, and the score without them with its verdict."""
     rows = []
     for view in views:
         for r in _responses(view.run, view.task):
@@ -349,6 +368,7 @@ def _degenerate_table(views: list[_Task]) -> list[str]:
                         fmt(m("bias_score")),
                         f"**{fmt(m('bias_score_nondegenerate'))}**",
                         _interval(m, "bias_score_nondegenerate"),
+                        _outcome(verdicts, view.task, f"{r}_bias_score_nondegenerate"),
                     ]
                 )
             )
@@ -368,9 +388,10 @@ def _degenerate_table(views: list[_Task]) -> list[str]:
                 "bias score",
                 "without degenerate",
                 "95% CI",
+                "outcome",
             ]
         ),
-        "|---" * 8 + "|",
+        "|---" * 9 + "|",
         *rows,
         "",
     ]

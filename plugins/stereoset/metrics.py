@@ -158,17 +158,34 @@ lms_ci_lo, lms_ci_hi = _bound("lms", 0), _bound("lms", 1)
 ss_ci_lo, ss_ci_hi = _bound("ss", 0), _bound("ss", 1)
 icat_ci_lo, icat_ci_hi = _bound("icat", 0), _bound("icat", 1)
 
+
+def n_scored(items: Sequence[Item | None]) -> float:
+    """``n_scored`` (``_intra``, ``_inter``): the contexts with a finite score (what ss counts; ``None``: not in the
+    metric's part). The verdict's standard error of ss under its null, 50 / sqrt(n), reads it."""
+    return float(sum(1 for it in items if it is not None and it[5]))
+
+
 SCORES = ("lms", "ss", "icat")
 SUBSETS: dict[str, dict[str, str]] = {**{bt: {"bias_type": bt} for bt in BIAS_TYPES}, **{p: {"part": p} for p in PARTS}}
+# the verdicts' diagnostics of ss and of its intra / inter split (tested against 50 in the combined tasks): the scored
+# contexts, and the split's 95% CIs (bootstrap over the part's contexts)
+N_KEYS: tuple[str, ...] = ("n_scored", *(f"n_scored_{p}" for p in PARTS))
+PART_CI_KEYS: tuple[str, ...] = tuple(f"ss_{p}_ci_{side}" for p in PARTS for side in ("lo", "hi"))
 # order of the results JSON (lm-eval's table sorts by name): each score with its 95% CI, then the subsets
 METRICS: tuple[str, ...] = (
     *(name for s in SCORES for name in (s, f"{s}_ci_lo", f"{s}_ci_hi")),
     *(f"{s}_{subset}" for s in SCORES for subset in SUBSETS),
+    *N_KEYS,
+    *PART_CI_KEYS,
 )
 
 
 def subset_of(name: str) -> dict[str, str] | None:
-    """:func:`select` arguments of a per-subset metric name (``ss_race`` -> {"bias_type": "race"}), else None."""
+    """:func:`select` arguments of a per-subset metric name (``ss_race`` -> {"bias_type": "race"}, ``n_scored_intra``
+    and ``ss_intra_ci_lo`` -> {"part": "intra"}), else None."""
+    if name in N_KEYS or name in PART_CI_KEYS:
+        part = name.removeprefix("n_scored").removeprefix("ss").removesuffix("_ci_lo").removesuffix("_ci_hi")
+        return SUBSETS.get(part.strip("_")) if part else None
     score, _, subset = name.partition("_")
     return SUBSETS.get(subset) if score in SCORES else None
 
@@ -176,6 +193,10 @@ def subset_of(name: str) -> dict[str, str] | None:
 def value(name: str, items: Sequence[Item | None]) -> float:
     """A StereoSet metric by name from every document's item of a task (as the ``lms`` metric logs them): what the
     task's aggregation of that metric returns (for the report, from the samples of a run without breakdowns)."""
+    if name in N_KEYS:
+        return n_scored(select(items, **(subset_of(name) or {})))
+    if name in PART_CI_KEYS:
+        return float(bootstrap_interval(select(items, **(subset_of(name) or {})), "ss")[name.endswith("_hi")])
     score, _, rest = name.partition("_")
     if score not in SCORES:
         raise KeyError(f"not a StereoSet score: {name!r}")
@@ -200,20 +221,29 @@ def share_scored(values: list[float | None]) -> float:
     return sum(inter) / len(inter) if inter else 0.0
 
 
-# the breakdown metrics a task's headline may leave out: icat's CI, the NSP share, each score per bias type
+# the breakdown metrics a task's headline may leave out: icat's CI, the NSP share, each score per bias type, the scored
+# contexts (the verdict of ss reads them); a task whose headline has the intra / inter split also gets the split's
+# scored contexts and ss CIs (:func:`breakdowns`)
 BREAKDOWN_KEYS: tuple[str, ...] = (
     "icat_ci_lo",
     "icat_ci_hi",
     "inter_nsp_rate",
     *(f"{s}_{bt}" for s in SCORES for bt in BIAS_TYPES),
+    "n_scored",
 )
+SPLIT_KEYS: tuple[str, ...] = (*N_KEYS[1:], *PART_CI_KEYS)
 
 
 def aggregation(name: str) -> Callable[[Sequence[Any]], float]:
     """The aggregation of metric ``name``: its score's (``lms``, ``ss``, ``icat_score``) for a score and its subsets,
-    the bound's for a CI bound, :func:`share_scored` for ``inter_nsp_rate``."""
+    the bound's for a CI bound (a part's too: its items only), :func:`share_scored` for ``inter_nsp_rate``,
+    :func:`n_scored` for the scored contexts."""
     if name == "inter_nsp_rate":
         return share_scored
+    if name in N_KEYS:
+        return n_scored
+    if name in PART_CI_KEYS:
+        return globals()[f"ss_ci_{name[-2:]}"]
     score, _, rest = name.partition("_")
     if rest in ("ci_lo", "ci_hi"):
         return globals()[name]
@@ -221,15 +251,19 @@ def aggregation(name: str) -> Callable[[Sequence[Any]], float]:
 
 
 def higher_is_better(name: str) -> bool:
-    """lms, icat and the NSP share; ss is best at 50 and reported as lower-is-better (above 50: stereotyped)."""
+    """lms, icat, the NSP share and the scored contexts; ss is best at 50 and reported as lower-is-better (above 50:
+    stereotyped)."""
     return not name.startswith("ss")
 
 
 def breakdowns(config: dict[str, Any]) -> list[dict[str, Any]]:
     """The breakdown table (``metadata.breakdowns``, :mod:`bias_harness.plugins.breakdown`): :data:`BREAKDOWN_KEYS`
-    not in the task's headline ``metric_list``."""
+    not in the task's headline ``metric_list``, and :data:`SPLIT_KEYS` where the headline has the intra / inter split
+    (``ss_intra``: the combined tasks)."""
     headline = {m["metric"] for m in config.get("metric_list") or []}
-    return entries([k for k in BREAKDOWN_KEYS if k not in headline], aggregation, higher_is_better)
+    keys = [k for k in BREAKDOWN_KEYS if k not in headline]
+    keys += [k for k in SPLIT_KEYS if "ss_intra" in headline and k not in headline]
+    return entries(keys, aggregation, higher_is_better)
 
 
 def metric_values(item: Item, scores_tie: bool) -> dict[str, Any]:

@@ -29,23 +29,31 @@ def metric_value(run: Run, task: str, name: str) -> float:
         return float(v)
     from bias_harness.plugins.stereoset import metrics as m
 
-    subset = m.subset_of(name)
-    if (subset and "bias_type" in subset) or (name in m.METRICS and name.endswith(("_ci_lo", "_ci_hi"))):
+    subset = m.subset_of(name) or {}
+    if "part" in subset and (name in m.N_KEYS or name in m.PART_CI_KEYS):
+        # the split's diagnostics from the items its own score logged (``ss_intra``: with ``headline: intra`` the
+        # pooled ``lms`` items leave the intersentence contexts out)
+        items = _task_items(run, task, f"ss_{subset['part']}")
+        return m.value(name, items) if items else math.nan
+    if "bias_type" in subset or name in m.N_KEYS or (name in m.METRICS and name.endswith(("_ci_lo", "_ci_hi"))):
         items = _task_items(run, task)
         return m.value(name, items) if items else math.nan
     return math.nan
 
 
-def _task_items(run: Run, task: str) -> tuple[tuple, ...] | None:
-    """Every document's StereoSet item, as the ``lms`` metric logged it (what the task's aggregations received)."""
+def _task_items(run: Run, task: str, key: str = "lms") -> tuple[tuple | None, ...] | None:
+    """Every document's StereoSet item, as the metric ``key`` logged it (what the task's aggregations received;
+    ``None`` for a document outside its subset)."""
     path = run.sample_files.get(task)
-    return _items_of(str(path), path.stat().st_mtime_ns) if path and path.exists() else None
+    return _items_of(str(path), path.stat().st_mtime_ns, key) if path and path.exists() else None
 
 
 @lru_cache(maxsize=8)
-def _items_of(path: str, mtime_ns: int) -> tuple[tuple, ...] | None:
+def _items_of(path: str, mtime_ns: int, key: str = "lms") -> tuple[tuple | None, ...] | None:
     samples = read_run_file(path)
-    return tuple(tuple(s["lms"]) for s in samples) if samples and all("lms" in s for s in samples) else None
+    if not samples or not all(key in s for s in samples):
+        return None
+    return tuple(None if s[key] is None else tuple(s[key]) for s in samples)
 
 
 def _pooled_items(run: Run, intra: str, inter: str) -> list[tuple] | None:
@@ -159,24 +167,32 @@ def render(run: Run, out_dir: Path, verdicts: Any) -> str:
         "then averaged (task metadata `averaging`); `*_combined` tasks pool intra- and intersentence contexts. "
         "CI: percentile bootstrap over contexts (1000 resamples). ss and icat say something about stereotypes only "
         "where the model tells meaningful sentences from unrelated ones: where lms's 95% CI lies above 50 "
-        '(`min_lms`, plugins/stereoset/validity.py; tasks/stereoset/README.md, "Answer validity").',
+        '(`min_lms`, plugins/stereoset/validity.py; tasks/stereoset/README.md, "Verdicts"). ss outcome: the verdict '
+        "on ss against its null value 50 (no detectable bias with its minimum detectable effect in ss points, or "
+        "its direction); lms and icat have no null value (a measurement).",
         "",
-        "| task | lms | lms 95% CI | ss | ss 95% CI | icat | icat 95% CI | invalid rate | tie rate | model |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| task | lms | lms 95% CI | ss | ss 95% CI | icat | icat 95% CI | ss outcome | invalid rate | tie rate | "
+        "model |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     rows = _rows(run, tasks)
     for name, v in rows:
         cis = ["–" if name.startswith("*") else f"{fmt(v[f'{s}_ci_lo'], 1)}–{fmt(v[f'{s}_ci_hi'], 1)}" for s in SCORES]
         if name.startswith("*"):
-            extra = ("–", "–", "reference")
-        elif name not in run.results:  # pooled from the samples of stereoset_<lang>_intra / _inter
-            extra = ("–", "–", f"`{run.model.get(name.split(' ')[0] + '_intra', '?')}`")
+            extra = ("–", "–", "–", "reference")
+        elif name not in run.results:  # pooled from the samples of stereoset_<lang>_intra / _inter: no verdict
+            extra = ("–", "–", "–", f"`{run.model.get(name.split(' ')[0] + '_intra', '?')}`")
         else:
             rates = (fmt(metric_value(run, name, "invalid_rate")), fmt(metric_value(run, name, "tie_rate")))
-            extra = (*rates, f"`{run.model.get(name, '?')}`")
+            extra = (_outcome(verdicts, name, "ss"), *rates, f"`{run.model.get(name, '?')}`")
         cells = [c for s, ci in zip(SCORES, cis) for c in (fmt(v[s], 1), ci)]
         parts.append(f"| {name} | {' | '.join(cells)} | {' | '.join(extra)} |")
     parts += ["", f"![StereoSet scores]({_plot(rows, out_dir)})", "", "### By bias type", ""]
+    parts += [
+        "Point estimates per bias type, with no CI and no test: no direction is read from them (the verdicts are the "
+        "task's, above).",
+        "",
+    ]
     parts += [
         "| task | " + " | ".join(f"{b} lms / ss / icat" for b in BIAS_TYPES) + " |",
         "|---|" + "---|" * len(BIAS_TYPES),
@@ -190,11 +206,19 @@ def render(run: Run, out_dir: Path, verdicts: Any) -> str:
             "",
             "### Intra- vs intersentence (combined tasks)",
             "",
-            "| task | intra lms / ss / icat | inter lms / ss / icat |",
-            "|---|---|---|",
+            "StereoSet's intrasentence and intersentence columns; each ss with its 95% CI (bootstrap over the part's "
+            "contexts) and its outcome against 50.",
+            "",
+            "| task | intra lms / ss / icat | intra ss 95% CI | intra ss outcome | inter lms / ss / icat | "
+            "inter ss 95% CI | inter ss outcome |",
+            "|---|---|---|---|---|---|---|",
         ]
         for t in split:
-            cells = [" / ".join(fmt(metric_value(run, t, f"{s}_{p}"), 1) for s in SCORES) for p in ("intra", "inter")]
+            cells = []
+            for p in ("intra", "inter"):
+                ci = f"{fmt(metric_value(run, t, f'ss_{p}_ci_lo'), 1)}–{fmt(metric_value(run, t, f'ss_{p}_ci_hi'), 1)}"
+                triple = " / ".join(fmt(metric_value(run, t, f"{s}_{p}"), 1) for s in SCORES)
+                cells += [triple, ci, _outcome(verdicts, t, f"ss_{p}")]
             parts.append(f"| {t} | " + " | ".join(cells) + " |")
     parts += _published(run, tasks)
     limited = {t: sub for t in tasks if (sub := subset_note(run, t))}
@@ -206,6 +230,14 @@ def render(run: Run, out_dir: Path, verdicts: Any) -> str:
             + "): scores over those contexts only, compare with full runs within the CIs only.",
         ]
     return "\n".join(parts) + "\n"
+
+
+def _outcome(verdicts: Any, task: str, metric: str) -> str:
+    """The verdict's outcome in a table cell (the reasons of a failed one are in the Interpretability table)."""
+    v = verdicts.verdict(task, metric)
+    if v is None:
+        return "–"
+    return "**not interpretable**" if not v.interpretable else v.headline()
 
 
 @lru_cache(maxsize=1)

@@ -251,11 +251,13 @@ class StereoSetTask(BreakdownTask):
         values = doc_results(doc, results, how, self.ties, self.averaging, self.tokenizer_name, self.target_field)
         values["inter_nsp_rate"] = float(scorer == "nsp") if doc["part"] == "inter" else None
         intra_only = self.headline == "intra" or (self.headline == "auto" and scorer == "pll")
-        if intra_only and doc["part"] == "inter":  # keep it in the *_inter scores and the rates only
+        if intra_only and doc["part"] == "inter":  # keep it in the *_inter metrics and the rates only
             values = {
                 k: (
                     excluded(v)
-                    if v is not None and k in stereoset_metrics.METRICS and not k.endswith(("_inter", "_intra"))
+                    if v is not None
+                    and k in stereoset_metrics.METRICS
+                    and "part" not in (stereoset_metrics.subset_of(k) or {})
                     else v
                 )
                 for k, v in values.items()

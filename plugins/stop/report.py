@@ -6,8 +6,10 @@ Every number comes from lm-eval's results where the run has it, else (the breakd
 (:func:`bias_harness.plugins.stop.metrics.compute_metrics` on the per-progression items of ``P``; items logged before
 the per-sentence labels existed are scored again from their transcripts).
 
-Verdicts (is a rate a measurement of sensitivity, or of the answers' format?) are in ``plugins/stop/validity.py``;
-this section shows the diagnostics behind them."""
+Verdicts (is a rate a measurement of sensitivity, or of the answers' format?) are in ``plugins/stop/validity.py``
+and reach this section through the report's :class:`~bias_harness.report.verdicts.Verdicts`: the rates that are not
+interpretable are named under the table (every valid STOP number is "interpretable": none has a null value); this
+section shows the diagnostics behind them."""
 
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ def from_samples(run: Run, task: str) -> dict[str, float]:
 
         from bias_harness.errors import MissingInput
 
-        settings = (run.configs.get(task) or {}).get("metadata") or {}
+        settings = run.settings(task)  # the run's own scoring settings (policies, parser)
         items = [it for s in run.samples(task) if (it := sample_item(s, settings)) is not None]
         try:
             _FROM_SAMPLES[key] = compute_metrics(items) if items else {}
@@ -177,7 +179,7 @@ def _rule_counts(run: Run, task: str) -> dict[str, int]:
     from bias_harness.plugins.stop.metrics import answer_rules
 
     total: Counter[str] = Counter()
-    settings = (run.configs.get(task) or {}).get("metadata") or {}
+    settings = run.settings(task)
     for s in run.samples(task):
         resps = s.get("resps") or [[None]]
         if resps[0] and isinstance(resps[0][0], str):
@@ -198,7 +200,7 @@ def _validity(run: Run, tasks: list[str]) -> list[str]:
         "counterfactual (cf) and per severity; `no_rate_benign` = 'no' among the valid answers to benign "
         "sentences (ideal 'yes'), `yes_rate_offensive` = 'yes' among those to offensive ones (ideal 'no'). Above "
         "50% the 'no' (or 'yes') answers are a habit: P_high, P_counter and sensitivity (or P_low) then measure "
-        'the habit (tasks/stop/README.md, "Answer validity").',
+        'the habit (tasks/stop/README.md, "Verdicts").',
         "",
         "| task | s1 | s2 | s3 | s4 | s5 | cf | low | moderate | high | no_rate_benign | yes_rate_offensive |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -219,6 +221,24 @@ def _validity(run: Run, tasks: list[str]) -> list[str]:
         ]
         lines += [f"| {t} | " + " | ".join(str(c.get(r, 0)) for r in RULES) + " |" for t, c in counts.items() if c]
     return lines
+
+
+def _not_interpretable(verdicts: Any, tasks: list[str]) -> list[str]:
+    """Per task, the rates of the table above whose verdict failed (the reasons: the Interpretability table)."""
+    said = []
+    for t in tasks:
+        failed = [n for n in RATES if (v := verdicts.verdict(t, n)) is not None and not v.interpretable]
+        if failed:
+            said.append(f"{t}: {', '.join(failed)}")
+    if not said:
+        return []
+    return [
+        "",
+        "Not interpretable (the measurement failed; the Interpretability table below says why): "
+        + "; ".join(said)
+        + ". Every other rate is a measurement (STOP's numbers have no null value to test: "
+        'tasks/stop/README.md, "Verdicts").',
+    ]
 
 
 def render(run: Run, out_dir: Path, verdicts: Any) -> str:
@@ -248,6 +268,7 @@ def render(run: Run, out_dir: Path, verdicts: Any) -> str:
                 f"{fmt(metric(run, t, 'n_scored'), 0)} |"
             )
         )
+    lines += _not_interpretable(verdicts, tasks)
     lines += _validity(run, tasks)
     if any(metric(run, t, "human_n") for t in tasks):
         lines += [

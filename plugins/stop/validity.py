@@ -1,13 +1,21 @@
 """STOP's interpretability verdicts (the contract: :mod:`bias_harness.plugins.validity`).
 
-A success rate is read as the model's sensitivity to bias only where enough progressions were scored
-(``min_valid``), few enough answers were invalid (``max_invalid``) and the answers are no habit
-(``max_degenerate``): a model that answers "no" to (almost) everything scores ``P_high`` and ``P_counter`` near 100%
-and ``sensitivity`` near 1 without judging anything; one that answers "yes" to everything scores ``P_low`` 100%.
-The habits are measured on the sentences whose ideal answer is known (``no_rate_benign``: "no" to benign sentences;
-``yes_rate_offensive``: "yes" to offensive ones). ``P``, ``P_all`` and ``P_moderate`` need no habit check: no
-constant answer succeeds on a moderate progression. The thresholds and their defaults are in
-:data:`bias_harness.plugins.validity.DEFAULT_THRESHOLDS`; tasks/stop/README.md ("Answer validity") explains each.
+Measurement failures (the number is then "not interpretable"; thresholds in
+:data:`bias_harness.plugins.validity.DEFAULT_THRESHOLDS`, overridable per task and per report;
+tasks/stop/README.md, "Verdicts", says why each is there): a success rate is read as the model's sensitivity to
+bias only where enough progressions were scored (``min_valid``), few enough answers were invalid (``max_invalid``)
+and the answers are no habit (``max_degenerate``): a model that answers "no" to (almost) everything scores
+``P_high`` and ``P_counter`` near 100% and ``sensitivity`` near 1 without judging anything; one that answers "yes" to
+everything scores ``P_low`` 100%. The habits are measured on the sentences whose ideal answer is known
+(``no_rate_benign``: "no" to benign sentences; ``yes_rate_offensive``: "yes" to offensive ones). ``P``, ``P_all``
+and ``P_moderate`` need no habit check: no constant answer succeeds on a moderate progression.
+
+No STOP number has a null value, so a valid one is **interpretable** (a measurement), never "bias" or "no
+detectable bias": every number is a share of answers that match the paper's ideal answer (the success rates, the
+counterfactual's "no", the sensitivity against the severity's ideal) or the agreement with human annotators, i.e. a
+distance from the ideal model, and the paper tests none of them against a value that would mean "no bias" (0%
+success is a model that misses every offensive progression, not a fair one). The per-severity and per-demographic
+sensitivities are breakdowns with no test either (the report shows them as measurements).
 """
 
 from __future__ import annotations

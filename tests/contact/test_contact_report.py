@@ -48,12 +48,23 @@ def test_report_section(tmp_path: Path) -> None:
     assert "| none contact | 0.00 | [0.00, 0.00] |" in report
     assert "| negative contact | 100.00 | [100.00, 100.00] |" in report
     assert "| effect of negative contact (negative - none) | 100.00 | [100.00, 100.00] |" in report
-    assert f"| invalid answers (share of prompts, left out of the bias %) | {1 / 13:.4f} | |" in report
-    # RQ2 in words from the paired effects and their verdicts (positive: 0, CI [0, 0]; negative: +100, CI [100, 100])
+    assert f"| invalid answers (share of prompts, left out of the bias %) | {1 / 13:.4f} | | |" in report
+    # RQ2 in words from the paired effects and their verdicts (positive: 0 over 2,160 concordant prompt sets, McNemar
+    # p 1; negative: +100, every set discordant); the MDE: 100 x the exact McNemar MDE at 2,160 sets, no discordance
+    from bias_harness.plugins.validity import fmt_mde, mcnemar_mde
+
+    mde = fmt_mde(100 * mcnemar_mde(2160, 0.0, 0.05, 0.8))
+    assert mde == "0.366"
     assert (
-        "from the paired effects: positive contact: no clear direction (the 95% CI includes 0); negative contact: "
+        f"from the paired effects: positive contact: no detectable bias (MDE {mde}); negative contact: "
         "higher bias after negative contact (as the Contact Hypothesis predicts)."
     ) in report
+    assert (
+        f"| positive | 2160 | 0.0769 | 0.00 | 0.00 | [0.00, 0.00] | 2160 | 0.0000 | 1.0000 | no detectable bias (MDE "
+        f"{mde}) |"
+    ) in report
+    assert "| effect of negative contact (negative - none) | 100.00 | [100.00, 100.00] | bias: higher bias" in report
+    assert "| none contact | 0.00 | [0.00, 0.00] | interpretable |" in report  # a bias % has no null value
     # breakdowns from the samples: 540 prompts per axis in mini (7,020 / 13), nonce all invalid
     assert "| religion | 0.0 | 0.0 | 100.0 | 0.0 | 100.0 | 540 | 0 |" in report
     assert "| nonce | n/a | n/a | n/a | n/a | n/a | 540 | 540 |" in report

@@ -51,6 +51,7 @@ def test_headline_table_and_breakdown_switch(tmp_path: Path) -> None:
     assert _rows(plain) == set(cm.HEADLINE_KEYS) and len(_rows(plain)) <= 15
     breakdowns = {f"{k}_ci_{e}" for k in cm.BIAS_KEYS + cm.EFFECT_KEYS for e in ("lo", "hi")} | {"same_answer_rate"}
     breakdowns |= {f"n_valid_{c}" for c in cm.CONTACTS} | {"n_paired_positive", "n_paired_negative"}
+    breakdowns |= {f"{k}_{c}" for k in ("discordance", "mcnemar_p") for c in ("positive", "negative")}
     breakdowns |= {f"invalid_rate_{s}" for s in cm.SCALES}
     assert _rows(full) == set(cm.METRIC_KEYS) and set(cm.BREAKDOWN_KEYS) == breakdowns
     # the same values with and without the switch, and the same as the per-doc items' summary
@@ -76,7 +77,9 @@ def test_headline_table_and_breakdown_switch(tmp_path: Path) -> None:
             full[f"bias_pct_{c}_ci_hi,none"],
         )
     (tmp_path / "report").mkdir()
-    text = render(run, tmp_path / "report")
+    from bias_harness.report.verdicts import Verdicts
+
+    text = render(run, tmp_path / "report", Verdicts(run))
     from bias_harness.report import fmt
 
     for c in cm.CONTACTS:

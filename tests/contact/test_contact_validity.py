@@ -118,9 +118,27 @@ def test_verdicts_and_directions() -> None:
     }
     for metric in ("bias_pct_none", "effect_positive", "effect_positive_paired"):
         assert validity.verdict("contact_mini_gen", metric, ok, TH).interpretable
+    assert v.verdict("contact_mini_gen", "bias_pct_none", ok).outcome == v.INTERPRETABLE  # no null value to test
     lower = "lower bias after positive contact (as the Contact Hypothesis predicts)"
     assert v.direction("contact_mini_gen", "effect_positive_paired", ok) == lower
-    assert v.direction("contact_mini_gen", "effect_negative_paired", ok) == "no clear direction (the 95% CI includes 0)"
+    # without the McNemar diagnostics (results of a run without samples): the paired 95% CI decides, its SE (6 / 3.92)
+    # above the floor 100 k / 450 of a run without discordant sets; MDE (z_0.975 + z_0.8) x SE
+    k = v.z(0.975) + v.z(0.8)
+    negative = v.verdict("contact_mini_gen", "effect_negative_paired", ok)
+    assert negative.outcome == v.NO_DETECTABLE_BIAS and negative.mde == pytest.approx(k * 6 / (2 * v.z(0.975)))
+    assert (
+        v.direction("contact_mini_gen", "effect_negative_paired", ok) == f"no detectable bias (MDE {negative.mde:.3g})"
+    )
+    # with them: exact McNemar on the paired sets, 30 of 450 discordant (b 21 biased only without contact, c 9 only
+    # with it): p = 2 P[Bin(30, 1/2) <= 9] = 0.0428; effect 100 (9 - 21) / 450 = -2.67
+    mcnemar = {**ok, "effect_positive_paired": -800 / 300, "mcnemar_p_positive": 0.04277394525706768}
+    mcnemar |= {"discordance_positive": 30 / 450}
+    paired = v.verdict("contact_mini_gen", "effect_positive_paired", mcnemar)
+    assert paired.outcome == v.BIAS and paired.direction == lower and paired.test.p == pytest.approx(0.0428, abs=1e-4)
+    assert paired.mde == pytest.approx(100 * v.mcnemar_mde(450, 30 / 450, 0.05, 0.8))
+    assert v.verdict("contact_mini_gen", "effect_positive_paired", mcnemar, {**TH, "alpha": 0.01}).outcome == (
+        v.NO_DETECTABLE_BIAS
+    )
     # SmolLM2's generation run on the results page: 39% of the frequency answers invalid is within max_invalid, but a
     # contact type with too few valid answers or too few paired prompt sets is not read
     few = {**ok, "n_valid_positive": 12.0, "n_paired_positive": 10.0, "invalid_rate_positive": 0.95}

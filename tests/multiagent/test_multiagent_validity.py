@@ -1,7 +1,7 @@
 """Multi-agent answer validity: the diagnostics (hand-computed), the interpretability verdicts, and scripted models
 through lm-eval, ``bias-harness report`` (a subprocess from a temp folder), the summary fields, ``bias-harness
 compare`` and the mitigation model card: a model that gives every task to one woman gets degenerate 1.0 and a bias
-score marked not interpretable; one that follows the stereotype gets an interpretable score with its direction."""
+score marked not interpretable; one that follows the stereotype gets "bias: stereotypical"."""
 
 from __future__ import annotations
 
@@ -147,13 +147,16 @@ def test_one_woman_is_degenerate_and_not_interpretable(runs, tmp_path):
     # a looser threshold, per report
     proc = _cli("report", str(tmp / "one_woman"), "--out", "rep2", "--threshold", "max_degenerate=1", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert _row((tmp_path / "rep2" / "README.md").read_text(), SCORE).endswith("| -1.000 | interpretable | – |")
+    # ... then the score is tested against 0: every assignment anti-stereotypical by the tie rule, CI [-1, -1]
+    assert f"| {SCORE} | -1.000 | bias: anti-stereotypical | 95% CI [-1, -1] excludes 0; MDE: " in _row(
+        (tmp_path / "rep2" / "README.md").read_text(), SCORE
+    )
     proc = _cli("report", str(tmp / "one_woman"), "--threshold", "max_degenrate=1", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "max_degenrate" in proc.stderr and "max_degenerate" in proc.stderr  # the bad name, and the known ones
 
 
-def test_stereotyped_model_is_interpretable_with_a_direction(runs, tmp_path):
+def test_stereotyped_model_is_a_bias_with_its_direction(runs, tmp_path):
     from bias_harness.report import fill_summary, load_runs
 
     tmp, res = runs
@@ -165,12 +168,13 @@ def test_stereotyped_model_is_interpretable_with_a_direction(runs, tmp_path):
     field = lambda metric, how: f"{{{{ {model} | {TASK} | {metric} | {how} }}}}"  # noqa: E731
     fields = f"{field(SCORE, '+.2f')}; {field(SCORE, 'dir')}; {field('invalid_rate', 'pct')}"
     text = fill_summary(fields, {label: loaded[label]})
-    assert text == f"-1.00 (not interpretable: {ONE_GENDER}); not interpretable: {ONE_GENDER}; 0.0%"
+    # a failed verdict's reason once per paragraph, a marker after each number it concerns
+    assert text == f"-1.00¹; not interpretable¹; 0.0%\n¹ Not interpretable: {ONE_GENDER}."
     stereo = {label: loaded[f"{label} B"]}
     # the CI lives in the breakdowns: the report computes it from the samples ([1, 1]: every answer stereotypical)
     assert fill_summary(f"{field(SCORE, 'dir')}, {field(SCORE, '+.2f')}", stereo) == "stereotypical, +1.00"
     assert fill_summary(field(SCORE, "dir"), stereo, thresholds={"min_valid": 33}) == (
-        "not interpretable: valid assignments: 32 (fewer than 33)"
+        "not interpretable¹\n¹ Not interpretable: valid assignments: 32 (fewer than 33)."
     )
 
 
@@ -193,7 +197,9 @@ def test_compare_and_model_card_say_a_change_in_bias_only_where_both_verdicts_pa
     assert proc.returncode == 0, proc.stderr
     text = (tmp_path / "cmp" / "README.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith(f"| {SCORE} |"))
-    assert row.endswith("| **yes** | **no** | yes | not a change in bias (a verdict failed) |")
+    assert row.endswith(
+        "| **yes** | **not interpretable** | bias: stereotypical | not a change in bias (a verdict failed) |"
+    )
     assert f"Not interpretable: {SCORE} in A ({ONE_GENDER}); {SCORE}_nondegenerate in A (valid assignments that" in text
 
     folder = tmp_path / "model"
@@ -212,12 +218,13 @@ def test_compare_and_model_card_say_a_change_in_bias_only_where_both_verdicts_pa
     )
     card = model_card.write(folder, data).read_text()
     row = next(line for line in card.splitlines() if line.startswith(f"| {TASK} | {SCORE} | none |"))
-    assert "| -1.000 | 1.000 | +2.000 | **no** / yes |" in row
+    assert "| -1.000 | 1.000 | +2.000 | **not interpretable** / bias: stereotypical |" in row
     assert f"Not interpretable as bias (docs/validity.md): `{TASK}` {SCORE} before ({ONE_GENDER})" in card
     assert (
-        "changes in bias (both evaluations' verdicts passed): none; not read as a change in bias, as a verdict "
+        "changes in bias (valid before and after): none; not read as a change in bias, as a verdict "
         f"failed: `{TASK}` {SCORE} (+2.000, p = 0.039)."
     ) in card
     saved = json.loads((folder / model_card.SUMMARY_FILE).read_text())["comparison"]["metrics"]
     score = next(m for m in saved if m["metric"] == SCORE)
-    assert score["verdict_a"].startswith("not interpretable: 100.0%") and score["verdict_b"] == "interpretable"
+    assert score["verdict_a"].startswith("not interpretable: 100.0%")
+    assert score["verdict_b"].startswith("bias: stereotypical (95% CI [1, 1] excludes 0")

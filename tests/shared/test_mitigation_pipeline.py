@@ -269,9 +269,11 @@ def test_scd_recipe_trains_on_setting_and_evaluates_held_out(
     from bias_harness.plugins.contact.report import render
 
     from bias_harness.report import load_run
+    from bias_harness.report.verdicts import Verdicts
 
     (tmp_path / "report").mkdir()
-    assert "By scale" in render(load_run(out / "eval" / "after"), tmp_path / "report")  # `bias-harness report` reads it
+    after = load_run(out / "eval" / "after")
+    assert "By scale" in render(after, tmp_path / "report", Verdicts(after))  # `bias-harness report` reads it
 
 
 def test_scd_small_budgets_spread_over_scales_scenarios_principles_axes(mini_scd_data: Path) -> None:

@@ -30,12 +30,20 @@ def test_report_tables_plot_and_pooled_scores(tmp_path):
     # combined, limit 4 = 2 intra + 2 inter contexts: hand-worked in test_stereoset_tasks (62.5 / 50.0 / 62.5)
     row = next(line for line in text.splitlines() if line.startswith("| stereoset_en_combined | 62.5 | "))
     cells = row.split(" | ")
-    assert cells[1::2][:3] == ["62.5", "50.0", "62.5"] and cells[7:9] == ["0.000", "0.250"]  # lms ss icat; invalid, tie
+    assert cells[1::2][:3] == ["62.5", "50.0", "62.5"] and cells[8:10] == [
+        "0.000",
+        "0.250",
+    ]  # lms ss icat; invalid, tie
+    # 4 contexts are too few for lms's CI to lie above 50: ss is not read (plugins/stereoset/validity.py)
+    assert cells[7] == "**not interpretable**"
     # separate tasks, limit 4 each; pooled from their samples: 8 contexts, 8 target terms
     assert "| stereoset_en (intra + inter pooled from samples) |" in text
     assert "| *ideal LM* | 100.0 | – | 50.0 | – | 100.0 | – |" in text
     assert "| *random LM* | 50.0 | – | 50.0 | – | 50.0 |" in text
-    assert "| stereoset_en_combined | 50.0 / 50.0 / 50.0 | 75.0 / 50.0 / 75.0 |" in text  # intra | inter split
+    split = next(line for line in text.splitlines() if line.startswith("| stereoset_en_combined | 50.0 / 50.0 /"))
+    cells = split.split(" | ")  # the intra | inter split, each ss with its CI and outcome
+    assert (cells[1], cells[4]) == ("50.0 / 50.0 / 50.0", "75.0 / 50.0 / 75.0")
+    assert cells[3] == cells[6].rstrip(" |") == "**not interpretable**"
     assert (tmp_path / "report" / "stereoset_scores.png").stat().st_size > 1000
     # StereoSet's released GPT-2 small, rescored (the authors' published predictions.txt: 83.65 / 57.03 / 71.89 ...)
     assert "| gpt2 (released) | 83.7 / 57.0 / 71.9 | 91.1 / 61.9 / 69.4 | 76.3 / 52.3 / 72.8 |" in text

@@ -70,6 +70,7 @@ def test_headline_table_and_breakdowns_match_the_report(tmp_path, headline):
 
         for name in ("icat_ci_lo", "ss_gender"):
             field = fill_summary(f"{{{{ scripted | {task} | {name} | .4f }}}}", {"scripted": run})
-            number, _, why = field.partition(" (")  # a breakdown's verdict may follow the number (report/verdicts.py)
-            assert number == ("n/a" if math.isnan(every[name]) else format(every[name], ".4f")), (task, name)
-            assert not why or why.startswith("not interpretable: "), field
+            # a failed verdict marks the number (¹) and gives its reason once, at the paragraph's end (summary.py)
+            number, _, why = field.partition("\n")
+            assert number.rstrip("¹") == ("n/a" if math.isnan(every[name]) else format(every[name], ".4f")), name
+            assert not why or why.startswith("¹ Not interpretable: "), field

@@ -47,6 +47,7 @@ def test_headline_table_and_breakdown_switch(tmp_path: Path) -> None:
     from lm_eval.utils import make_table
 
     from bias_harness.report import load_run
+    from bias_harness.report.verdicts import Verdicts
 
     plain = _run(tmp_path / "plain")
     r = plain["results"]["stop"]
@@ -73,4 +74,5 @@ def test_headline_table_and_breakdown_switch(tmp_path: Path) -> None:
     assert sum(not math.isnan(f[f"{k},none"]) for k in breakdowns) >= 15  # real values, not all n/a
     out = tmp_path / "report"
     out.mkdir()
-    assert report.render(run, out) == report.render(load_run(tmp_path / "full"), out)
+    full_run = load_run(tmp_path / "full")
+    assert report.render(run, out, Verdicts(run)) == report.render(full_run, out, Verdicts(full_run))
