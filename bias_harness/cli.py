@@ -197,6 +197,20 @@ def _reason(logged: str) -> str:
     return OS_REASONS.get(int(m.group(1)), logged) if m else logged
 
 
+class _FinalPaths(logging.Filter):
+    """lm-eval's log lines name the final folder, not the temporary one it writes to."""
+
+    def __init__(self, saved: _SavedFiles) -> None:
+        super().__init__()
+        self.saved = saved
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        staging, final = self.saved.staging, self.saved.final
+        if staging is not None and final is not None and isinstance(record.msg, str) and str(staging) in record.msg:
+            record.msg = record.msg.replace(str(staging), str(final))
+        return True
+
+
 class _SaveFailures(logging.Handler):
     """lm-eval's own record of a failed save (it logs ``repr(err)`` at INFO after its warning)."""
 
@@ -233,7 +247,7 @@ def _lm_eval_guards(args: argparse.Namespace) -> Iterator[_SavedFiles]:
     doc_iterator = ConfigurableTask.doc_iterator
     saved = _SavedFiles()
     log = logging.getLogger("lm_eval.loggers.evaluation_tracker")
-    failures = _SaveFailures(saved.failures)
+    failures, final_paths = _SaveFailures(saved.failures), _FinalPaths(saved)
 
     def checked_from_cli(cls: type[EvaluatorConfig], namespace: argparse.Namespace) -> EvaluatorConfig:
         _check_batch_size(getattr(namespace, "batch_size", None))
@@ -289,6 +303,7 @@ def _lm_eval_guards(args: argparse.Namespace) -> Iterator[_SavedFiles]:
     EvaluationTracker.save_results_aggregated = save_checked
     EvaluationTracker.save_results_samples = save_samples_checked
     log.addHandler(failures)
+    log.addFilter(final_paths)
     try:
         yield saved
     finally:
@@ -297,6 +312,7 @@ def _lm_eval_guards(args: argparse.Namespace) -> Iterator[_SavedFiles]:
         EvaluationTracker.save_results_aggregated = save
         EvaluationTracker.save_results_samples = save_samples
         log.removeHandler(failures)
+        log.removeFilter(final_paths)
         saved.discard()
 
 

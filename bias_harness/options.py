@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import math
 import os
 from collections.abc import Iterable, Mapping
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bias_harness.errors import BadInput, MissingInput, UnknownName, UserError, check_writable
+from bias_harness.errors import BadInput, MissingInput, UnknownName, UserError, check_writable, os_reason
 
 KINDS = ("int", "float", "bool", "str", "choice", "mapping", "list", "any", "in_file", "in_dir", "out_dir")
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
@@ -146,8 +147,12 @@ class Opt:
         if self.kind == "out_dir":
             check_writable(path, where)
             return path
-        if not path.exists():
-            raise MissingInput(f"{where} {path}: no such {'folder' if self.kind == 'in_dir' else 'file'}")
+        try:
+            path.stat()
+        except OSError as err:  # missing, a name too long, a folder that cannot be entered
+            if err.errno == errno.ENOENT:
+                raise MissingInput(f"{where} {path}: no such {'folder' if self.kind == 'in_dir' else 'file'}") from None
+            raise BadInput(f"{where} {path}: {os_reason(err)}") from None
         if self.kind == "in_dir":
             if not path.is_dir():
                 raise BadInput(f"{where} {path}: is a file; give a folder")

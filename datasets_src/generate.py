@@ -16,6 +16,8 @@ from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bias_harness.options import Opt
+
     p.add_argument("work", choices=list(_methods()), help="whose generation method to run")
     p.add_argument("--model", required=True, help="model name sent to the server")
     p.add_argument("--base-url", required=True, help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
@@ -25,9 +27,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="VAR",
         help="name of the environment variable that holds the API key (default OPENAI_API_KEY; unset = no key)",
     )
-    p.add_argument("--n", type=int, default=10, help="number of generations to request (default 10)")
+    p.add_argument("--n", type=Opt("int", min=1), default=10, help="number of generations to request (default 10)")
     p.add_argument(
-        "--seed", type=int, default=0, help="seed of the request plan; request i is sent with seed+i (default 0)"
+        "--seed",
+        type=Opt("int", min=0),
+        default=0,
+        help="seed of the request plan; request i is sent with seed+i (default 0)",
     )
     p.add_argument(
         "--out-config",
@@ -35,15 +40,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="config of <data-dir>/<work>_generated that receives accepted rows (default 'generated')",
     )
-    p.add_argument("--data-dir", type=Path, default=None, help="data root (default: BIAS_HARNESS_DATA_DIR)")
-    p.add_argument("--workers", type=int, default=4, help="concurrent requests (default 4)")
-    p.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the server's)")
+    p.add_argument("--data-dir", type=Opt("out_dir"), default=None, help="data root (default: BIAS_HARNESS_DATA_DIR)")
+    p.add_argument("--workers", type=Opt("int", min=1), default=4, help="concurrent requests (default 4)")
     p.add_argument(
-        "--max-tokens", type=int, default=1024, help="max_tokens per answer (default 1024; 0 = do not send it)"
+        "--temperature", type=Opt("float", min=0), default=None, help="sampling temperature (default: the server's)"
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=Opt("int", min=0),
+        default=1024,
+        help="max_tokens per answer (default 1024; 0 = do not send it)",
     )
     p.add_argument("--json-mode", action="store_true", help="send response_format={'type': 'json_object'}")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per request (default 120)")
-    p.add_argument("--max-retries", type=int, default=2, help="client retries per request (default 2)")
+    p.add_argument("--timeout", type=Opt("float", above=0), default=120.0, help="seconds per request (default 120)")
+    p.add_argument("--max-retries", type=Opt("int", min=0), default=2, help="client retries per request (default 2)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     for work, module in _methods().items():
         module.add_arguments(p.add_argument_group(work))

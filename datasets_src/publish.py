@@ -99,12 +99,9 @@ def push_folder(
 
     api = HfApi()
     api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True)
+    only = {} if files is None else {"allow_patterns": names}  # a dataset: the files of its build's manifest
     commit = api.upload_folder(
-        repo_id=repo_id,
-        repo_type=repo_type,
-        folder_path=str(folder),
-        allow_patterns=names,
-        commit_message="Upload with bias-harness",
+        repo_id=repo_id, repo_type=repo_type, folder_path=str(folder), commit_message="Upload with bias-harness", **only
     )
     url = (
         getattr(commit, "commit_url", None)

@@ -8,7 +8,9 @@ against the works of its tasks: an unknown key is an error naming the nearest kn
 or out of range an error naming the key, ``validity`` thresholds are checked by
 :func:`bias_harness.plugins.validity.thresholds`. ``--model_args`` (which lm-eval merges into every task's metadata)
 is never checked here. A run that includes a task of another collection (lm-eval's own, an ``--include_path``)
-accepts keys no work declares, since that task may read them, except a near miss of a known key (a typo).
+accepts keys no work declares, since that task may read them, except a near miss of a known key (a typo). A key
+whose name says it holds a credential (``api_key``, ``token``: :func:`bias_harness.redact.is_secret_name`) is
+accepted for any task, as lm-eval hands ``--metadata`` to dataset loaders too; it is masked in everything written.
 """
 
 from __future__ import annotations
@@ -104,15 +106,18 @@ def check(metadata: Mapping[str, Any] | None, tasks: Iterable[str], where: str =
         return
     if not isinstance(metadata, Mapping):
         raise BadInput(f"{where}: expected a JSON object, not {metadata!r}")
+    from bias_harness.redact import is_secret_name
+
     tasks = list(tasks)
     found, foreign = works_of(tasks)
     schema = known_keys(found)
+    named = [k for k in metadata if not is_secret_name(k)]  # a credential: for a loader, masked everywhere
     if not foreign:
-        check_keys(metadata, schema, where + (f" (tasks of {', '.join(sorted(found))})" if found else ""))
+        check_keys(named, schema, where + (f" (tasks of {', '.join(sorted(found))})" if found else ""))
     else:  # another collection's task may read any key: refuse only a near miss of a known one (a typo)
         import difflib
 
-        for key in metadata:
+        for key in named:
             if key not in schema and difflib.get_close_matches(key, list(schema), n=1, cutoff=0.8):
                 check_keys([key], schema, f"{where} (with tasks of other collections: {', '.join(foreign[:3])})")
     for key, value in metadata.items():

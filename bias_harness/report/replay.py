@@ -107,7 +107,7 @@ def replay_run(
     path = Path(manifest_path)
     m = manifests.read(path)
     folder = path.parent
-    args = list(m["lm_eval_args"])
+    args = manifests.resolve_includes(list(m["lm_eval_args"]))
     if tasks:
         args = manifests.without(args, "--tasks") + ["--tasks", tasks]
     if limit is not None:
@@ -167,11 +167,17 @@ def _named_errors(manifest: Path, pack: str, packs: str | Path | None) -> Iterat
     try:
         yield
     except Exception as err:
-        if not is_user_error(err) or str(manifest) in str(err):
+        if not is_user_error(err) or (pack in str(err) and str(manifest.name) in str(err)):
             raise
         where = f"replay of {manifest} (pack {Path(packs) / pack if packs else pack})"
-        cls = MissingInput if isinstance(err, FileNotFoundError) else BadInput
-        raise cls(f"{where}: {' '.join(str(err).split())}") from (err if isinstance(err, UserError) else None)
+        message = f"{where}: {' '.join(str(err).split())}"
+        try:  # the same class (e.g. plugins.replay.MissingResponse) where it takes a message
+            named = type(err)(message) if isinstance(err, UserError) else None
+        except TypeError:
+            named = None
+        if named is None:
+            named = (MissingInput if isinstance(err, FileNotFoundError) else BadInput)(message)
+        raise named from err
 
 
 # what lm-eval's cache must hold for each request type: (check, in words)
@@ -424,11 +430,14 @@ def record(
     tokenizer_dir: str | Path | None = None,
     runs_dir: str | Path = RUNS,
     compare: bool = True,
+    pack: str | None = None,
 ) -> Path:
     """Manifest of a finished run + its draws and token counts; then replay it and compare with its numbers.
 
     ``cache_dir``: the run's ``--use_cache`` folder (draws are added to its database, for ``responses save``);
-    ``compare=False``: for a run whose parsers or metrics have changed since (its numbers are then not the replay's)."""
+    ``compare=False``: for a run whose parsers or metrics have changed since (its numbers are then not the replay's);
+    ``pack``: the database's name in ``cache_dir`` (``<pack>.db``) where it is not the run's ``--use_cache`` name
+    (a mitigation run's response cache, copied under its name on the page)."""
     from bias_harness.plugins import tokenizers as tok
 
     results_file = Path(results_file)
@@ -436,7 +445,7 @@ def record(
     prefix = Path(str((data.get("config") or {}).get("use_cache") or ""))
     if not prefix.name:
         raise BadInput(f"{results_file}: the run was made without --use_cache: nothing to replay it from")
-    pack = f"{prefix.name}_rank0"
+    pack = pack or f"{prefix.name}_rank0"
     table = Path(runs_dir) / model_key / "token_counts.jsonl.xz"
     if tokenizer_dir:
         tok.record_with(table, tokenizer_dir)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 # the options recorded with the generated rows
@@ -11,9 +10,11 @@ OPTIONS = ("seeds", "sub_demographic", "demographic", "severity", "answer_format
 
 
 def add_arguments(group: argparse._ArgumentGroup) -> None:
+    from bias_harness.options import Opt
+
     group.add_argument(
         "--seeds",
-        type=Path,
+        type=Opt("in_file"),
         default=None,
         help="seed progressions (JSON array or JSONL of STOP records; default: STOP-full.json from the raw files)",
     )

@@ -71,7 +71,7 @@ def _corrupt_demet_raw(root: Path) -> Path:
 
 def test_unknown_names_and_bad_arguments(tmp_path):
     cases = {
-        ("data", "build", "nosuch"): ["Unknown dataset 'nosuch'", "demet", "stop"],
+        ("data", "build", "nosuch"): ["argument name: unknown dataset 'nosuch'", "demet", "stop"],
         ("models", "prepare", "nosuch"): ["unknown packaged model 'nosuch'", "smollm2"],
         ("mitigate", "nosuch", "--model", "m"): ["unknown recipe 'nosuch'", "scd"],
         ("mitigate", "scd", "--model", "m", "--metadata", "{bad"): ["argument --metadata", "not valid JSON", "'{bad'"],
@@ -102,13 +102,13 @@ def test_missing_and_corrupt_raw_files(tmp_path):
 @pytest.mark.parametrize("how", ["--debug", "env"])
 def test_debug_shows_the_traceback(tmp_path, how):
     args, env = (
-        (["--debug", "data", "build", "nosuch"], {})
+        (["--debug", "models", "prepare", "nosuch"], {})
         if how == "--debug"
-        else (["data", "build", "nosuch"], {"BIAS_HARNESS_DEBUG": "1"})
+        else (["models", "prepare", "nosuch"], {"BIAS_HARNESS_DEBUG": "1"})
     )
     proc = run_cli(args, tmp_path, **env)
     assert proc.returncode == 1
-    assert "Traceback" in proc.stderr and "UnknownName: Unknown dataset 'nosuch'" in proc.stderr
+    assert "Traceback" in proc.stderr and "UnknownName: unknown packaged model 'nosuch'" in proc.stderr
 
 
 def test_eval_unknown_task(tiny_causal_lm, tmp_path):
@@ -143,19 +143,16 @@ EARLY_CASES = {
         ["--model: Attempted to load model 'nosuch'", "Supported model names:", "hf,"],
     ),
     "eval --log_samples alone": ([*EVAL, "--log_samples"], ["Specify --output_path if providing --log_samples"]),
-    "report --out read-only": (["report", "RUN", "--out", "RO/report"], ["--out RO/report", "cannot write in RO"]),
-    "data build --out read-only": (
-        ["data", "build", "stop", "--out", "RO/data"],
-        ["dataset folder", "RO/data", "cannot write"],
-    ),
-    "mitigate --output read-only": ([*MITIGATE, "--output", "RO/out"], ["--output RO/out", "cannot write in RO"]),
+    "report --out read-only": (["report", "RUN", "--out", "RO/report"], ["--out: RO/report", "cannot write in RO"]),
+    "data build --out read-only": (["data", "build", "stop", "--out", "RO/data"], ["--out: RO/data", "cannot write"]),
+    "mitigate --output read-only": ([*MITIGATE, "--output", "RO/out"], ["--output: RO/out", "cannot write in RO"]),
     "mitigate --dry-run read-only": (
         [*MITIGATE, "--output", "OUT", "--dry-run", "RO/upload"],
-        ["--dry-run RO/upload", "cannot write in RO"],
+        ["--dry-run: RO/upload", "cannot write in RO"],
     ),
     "mitigate --export-data read-only": (
         ["mitigate", "stop_align", "--export-data", "RO/d"],
-        ["--export-data RO/d", "cannot write"],
+        ["--export-data: RO/d", "cannot write"],
     ),
 }
 
