@@ -194,12 +194,12 @@ def save_run(out: dict[str, Any], folder: Path) -> Path:
         old.unlink()  # one run per folder
     stamp = time.strftime("%Y-%m-%dT%H-%M-%S")
     dump = {k: v for k, v in out.items() if k != "samples"}
+    from bias_harness.atomic import replacing, write_text
+
     path = folder / f"results_{stamp}.json"
-    path.write_text(
-        json.dumps(dump, indent=2, default=handle_non_serializable, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-    for task, samples in (out.get("samples") or {}).items():
-        with open(folder / f"samples_{task}_{stamp}.jsonl", "w", encoding="utf-8") as f:
+    write_text(path, json.dumps(dump, indent=2, default=handle_non_serializable, ensure_ascii=False) + "\n")
+    for task, samples in (out.get("samples") or {}).items():  # each written whole and checked, or not at all
+        with replacing(folder / f"samples_{task}_{stamp}.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as f:
             for s in samples:
                 f.write(json.dumps(s, default=handle_non_serializable, ensure_ascii=False) + "\n")
     return path
