@@ -139,6 +139,8 @@ FREE_TEXT = {
     ("mitigate", "--eval-tasks"): "task names: lm-eval's 'Tasks not found' before any model is loaded",
     ("mitigate", "--preset"): "a preset of the recipe: Recipe.preset names the known ones",
     ("mitigate", "--gen-kwargs"): "lm-eval's --gen_kwargs format",
+    ("mitigate", "--record-name"): "the run's name on the results page",
+    ("mitigate", "--model-key"): "the base model's name on the results page",
     ("data", "generate", "--model"): "the served model's name",
     ("data", "generate", "--base-url"): "the server; a failing one is a GenerationSetupError",
     ("data", "generate", "--api-key-env"): "the name of an environment variable",
