@@ -11,7 +11,7 @@ bias_harness.report.replay``, ``python -m bias_harness.responses``): any excepti
 error: ...`` on stderr (:func:`describe`), the traceback only with ``--debug`` or ``BIAS_HARNESS_DEBUG=1``. Exit
 codes: 2 for a user error or a file-system fault (the line names the file), 1 for an internal error (a bug: the
 line says so and how to get the traceback), 130 for Ctrl-C. :data:`ERROR_CLASSES` lists every class of error with
-what the line says; README's Troubleshooting table is generated from it (:func:`bias_harness.options.troubleshooting`).
+what the line says; README's Troubleshooting table is generated from it (:mod:`bias_harness.docs_tables`).
 """
 
 from __future__ import annotations
