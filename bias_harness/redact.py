@@ -3,7 +3,8 @@
 A secret is masked by its shape, wherever it is (a whole value, inside a longer string, in any argument):
 
 * the value of a field or argument whose name ends in a word that says it holds a secret: token, key (after
-  another word: ``api_key``, not a bare ``key``, which names a dictionary key, a raw file or ``--set KEY=VALUE``),
+  another word: ``api_key``, not a bare ``key``, which names a dictionary key, a raw file or ``--set KEY=VALUE``,
+  nor ``model_key`` / ``pair_key`` / ... after a word that names data: :data:`DATA_KEY_WORDS`),
   secret, password, signature, auth (``token``, ``hub_token``, ``api_key``, ``OPENAI_API_KEY``,
   ``client_secret``, ``db_password``, ``sig`` in a query string; not a tokenizer's ``pad_token`` / ``eos_token``,
   nor ``max_new_tokens`` or ``api_key_env``): :func:`is_secret_name`, in ``name=value``, ``"name": "value"``,
@@ -53,6 +54,11 @@ SECRET_WORDS = frozenset(
 # a bare "key" names a dictionary key, a raw file (RawFile.key) or a metavar (--set KEY=VALUE): secret only after
 # another word (api_key, hub_key, access_key)
 NEEDS_QUALIFIER = frozenset({"key"})
+# "<word>_key" where the word names data, not a credential: a model's key on the results page (model_key), a matched
+# pair's (pair_key), a sort, cache or group key
+DATA_KEY_WORDS = frozenset(
+    {"model", "pair", "sort", "cache", "group", "task", "doc", "unit", "row", "column", "index", "lookup", "hash"}
+)
 # "<word>_token" names a tokenizer's special token, not a credential
 SPECIAL_TOKEN_WORDS = frozenset(
     {
@@ -108,6 +114,8 @@ def is_secret_name(name: str) -> bool:
     """True when ``name`` (an argument, field or environment variable) ends in a word that says it holds a secret."""
     words = _words(name)
     if not words or words[-1] not in SECRET_WORDS or (len(words) == 1 and words[0] in NEEDS_QUALIFIER):
+        return False
+    if words[-1] == "key" and words[-2] in DATA_KEY_WORDS:
         return False
     return not (words[-1] == "token" and len(words) > 1 and words[-2] in SPECIAL_TOKEN_WORDS)
 

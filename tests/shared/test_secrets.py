@@ -56,6 +56,12 @@ def test_redaction_rules() -> None:
         redact_text('{"api_key": "k-1234567", "pad_token": "<pad>", "token": null}', [])
         == '{"api_key": "***", "pad_token": "<pad>", "token": null}'
     )
+    # a key named after data is no secret: the results page's model_key, DeMET's pair_key
+    assert redact({"model_key": "smollm2", "pair_key": "0:woman-man:1", "access_key": "abc"}, []) == {
+        "model_key": "smollm2",
+        "pair_key": "0:woman-man:1",
+        "access_key": MASK,
+    }
     # tokens by their look, wherever they are; not inside other words
     text = "use hf_abcdefghijklmnopqrst or sk-proj-abcdefghijklmnop12; desk-abcdefghijklmnopqrstuv"
     assert redact_text(text, []) == "use *** or ***; desk-abcdefghijklmnopqrstuv"
