@@ -19,8 +19,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
+t=$SECONDS
+stage() { echo "== stage $1: $((SECONDS - t)) s" >&2; t=$SECONDS; }  # benchmarks/fresh_machine.sh reads these
 # vLLM only where there is a GPU (on a CPU the demo runs hf, see BACKEND below): BIAS_HARNESS_VLLM=gpu
 [ "${SETUP:-1}" = 0 ] || BIAS_HARNESS_VLLM=${BIAS_HARNESS_VLLM:-gpu} bash scripts/setup.sh
+stage setup
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export BIAS_HARNESS_RAW_DIR=${BIAS_HARNESS_RAW_DIR:-$(cd .. && pwd)/shared/data}
 OUT=${OUT:-runs/demo}
@@ -32,6 +35,7 @@ if [ "$BACKEND" = auto ]; then
 fi
 # datasets: built from the raw files on first use by the tasks' loader (or beforehand: bias-harness data build NAME)
 MODEL=$($BH models prepare smollm2)
+stage "model preparation"
 case $BACKEND in
   hf) MODEL_ARGS="pretrained=$MODEL,dtype=float32"; RUN=(--model hf --device cpu --batch_size "${BS:-32}") ;;
   vllm) # on a CPU: gpu_memory_utilization = share of RAM for the KV cache; enforce_eager skips minutes of compile warm-up
@@ -47,6 +51,9 @@ ev() {  # ev SUBDIR TASKS [extra lm-eval flags]
     --output_path "$OUT/$dir" --log_samples "$@"
 }
 ev loglikelihood demet_mc,stereoset_en_combined,stereoset_de_combined
+stage "log-likelihood run (dataset builds included)"
 ev chat stop,multiagent_test_nointeraction,contact_mini_gen --apply_chat_template
+stage "chat run"
 $BH report "$OUT" --out "$OUT/report"
+stage report
 echo "report: $OUT/report/README.md (backend $BACKEND, $((SECONDS - start)) s)"

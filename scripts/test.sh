@@ -3,7 +3,9 @@
 # Extra arguments go to pytest (e.g. `-m "not slow"` to skip the tests that run the packaged SmolLM2 or vLLM).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+t=$SECONDS
 bash scripts/setup.sh
+echo "== stage setup: $((SECONDS - t)) s" >&2  # benchmarks/fresh_machine.sh reads this
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export BIAS_HARNESS_TEST_RAW_DIR=${BIAS_HARNESS_TEST_RAW_DIR:-$(cd .. && pwd)/shared/data}
 # setup.sh installed vLLM (unless BIAS_HARNESS_VLLM=none): then a skipped vLLM test fails the run (tests/conftest.py)
