@@ -4,7 +4,8 @@ in one process.
 
 Runs the command exactly as the CLI does (``bias_harness.cli.main``) with timers around the pipeline's stages
 (``before`` / ``after``: lm-eval on the base and the trained model, about 0 s when a cached result is reused, as a
-resumed run does; ``train``: also resumes from its last checkpoint), then prints a table and writes it as JSON with
+resumed run does; ``side_before`` / ``side_after``: the side effects' evaluations of each; ``train``: also resumes
+from its last checkpoint), then prints a table and writes it as JSON with
 ``--json FILE``. Each stage's share of the run and
 the training time per optimizer step (from the trained model's ``trainer_state.json``) are printed too, so a budget
 can be scaled: e.g. the 90-minute budget of a run on this machine.
@@ -22,6 +23,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+STAGES = ("before", "side_before", "train", "after", "side_after")  # side_*: the side effects' evaluations
 
 
 def timed(spent: dict[str, float], stage: Callable[[tuple, dict], str], fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -45,9 +48,11 @@ def run(argv: list[str]) -> dict[str, Any]:
 
     spent: dict[str, float] = {}
     originals = {name: getattr(pipeline, name) for name in ("_evaluate_cached", "train", "run")}
-    pipeline._evaluate_cached = timed(
-        spent, lambda a, k: Path(a[0]).stem, originals["_evaluate_cached"]
-    )  # before/after
+    pipeline._evaluate_cached = timed(  # before/after, and the side effects' before/after apart
+        spent,
+        lambda a, k: ("side_" if "side_effects" in Path(a[0]).parts else "") + Path(a[0]).stem,
+        originals["_evaluate_cached"],
+    )
     pipeline.train = timed(spent, lambda a, k: "train", originals["train"])
     pipeline.run = timed(spent, lambda a, k: "total", originals["run"])
     try:
@@ -56,7 +61,7 @@ def run(argv: list[str]) -> dict[str, Any]:
         for name, fn in originals.items():
             setattr(pipeline, name, fn)
     total = spent.get("total", 0.0)
-    stages = {s: spent.get(s, 0.0) for s in ("before", "train", "after")}
+    stages = {s: spent.get(s, 0.0) for s in STAGES}
     # the rest of the run: set-up, model check and training data before the first evaluation, card and upload after
     other = total - sum(stages.values())
     out: dict[str, Any] = {"argv": argv, "rc": rc, "seconds": {**stages, "other": other, "total": total}}
@@ -86,7 +91,7 @@ def main() -> int:
     secs = out["seconds"]
     total = secs["total"] or 1.0
     print(f"{'stage':<10} {'seconds':>9} {'share':>7}")
-    for stage in ("before", "train", "after", "other", "total"):
+    for stage in (*STAGES, "other", "total"):
         print(f"{stage:<10} {secs[stage]:>9.1f} {secs[stage] / total:>7.1%}")
     if out.get("seconds_per_step"):
         print(f"training: {out['train_steps']} steps, {out['seconds_per_step']:.1f} s per step")

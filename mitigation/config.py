@@ -17,7 +17,8 @@ from bias_harness.mitigation.recipe import Recipe, RecipeError
 
 from bias_harness.redact import redact
 
-PARSERS = {"sft": "trl.scripts.sft", "grpo": "trl.scripts.grpo", "refine_lm": "bias_harness.mitigation.refine_lm"}
+PARSERS = {"sft": "trl.scripts.sft", "grpo": "trl.scripts.grpo", "refine_lm": "bias_harness.mitigation.refine_lm",
+           "clp": "bias_harness.mitigation.clp"}  # fmt: skip
 
 
 @dataclass

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+from bias_harness.mitigation import overlap
 from bias_harness.mitigation.local_tasks import write_transfer_tasks
-from bias_harness.mitigation.recipe import DataOptions, Recipe, fixed
+from bias_harness.mitigation.recipe import DataOptions, HeldOut, Recipe, fixed
 from bias_harness.mitigation.training_data import chat, columns, load, sft_dict, spread_order
 
 # The paper's breakdowns (Tables 11-14): the strata a small training budget spreads over, and the doc fields the
@@ -31,15 +32,44 @@ def spread_contact_rows(ds: datasets.Dataset, n: int | None, seed: int = 0) -> d
     return ds.select(rows[:n] if n is not None else rows)
 
 
-def scd_data(opts: DataOptions) -> datasets.DatasetDict:
-    """Contact prompts with their unbiased answers, the training split of setting N (Table 9).
-
-    ``--max-train-rows N``: N rows spread over scales, scenarios, principles and axes (seeded), not a prefix of
-    the grid (which is ordered scale first)."""
+def scd_train_rows(opts: DataOptions) -> datasets.Dataset:
+    """The grid rows setting N trains on (Table 9); ``--max-train-rows N``: N rows spread over scales, scenarios,
+    principles and axes (seeded), not a prefix of the grid (which is ordered scale first)."""
     train = load("contact_scd", f"setting{opts.setting}", opts)["train"]
     if opts.max_train_rows is not None:  # the grid is large: cut before converting
         train = spread_contact_rows(train, min(opts.max_train_rows, len(train)), opts.seed)
+    return train
+
+
+def scd_data(opts: DataOptions) -> datasets.DatasetDict:
+    """Contact prompts with their unbiased answers, the training split of setting N (Table 9)."""
+    train = scd_train_rows(opts)
     return sft_dict({"train": [chat(None, p, c) for p, c in zip(train["prompt"], train["completion"], strict=True)]})
+
+
+def scd_split(opts: DataOptions, data: datasets.DatasetDict) -> HeldOut:
+    """Setting N's split counted: prompt sets on each side, held-out prompt sets and prompts that training holds,
+    descriptors on both sides (shared by design in every setting but 2, which holds descriptors out)."""
+    from bias_harness.datasets_src.contact.builder import SCD_SETTINGS
+
+    keys = ("prompt_set_id", "prompt", "descriptor")
+    train = columns(scd_train_rows(opts), keys)
+    test = columns(load("contact_scd", f"setting{opts.setting}", opts)["test"], keys)
+    return HeldOut(
+        unit="prompt sets",
+        how=f"The paper's setting {opts.setting} (Table 9): {SCD_SETTINGS[opts.setting]}; `scd_heldout` evaluates the "
+        "held-out split, prompted as trained (a prompt set: one template, descriptor and scale with its none / "
+        "positive / negative contact prompts).",
+        train_rows=len(data["train"]),
+        train_units=len(set(train["prompt_set_id"])),
+        eval_units={"scd_heldout": len(set(test["prompt_set_id"]))},
+        eval_docs={"scd_heldout": len(test["prompt"])},
+        overlap=(
+            ("held-out prompt sets in training", overlap.shared(test["prompt_set_id"], train["prompt_set_id"])),
+            ("held-out prompts that training holds verbatim", overlap.verbatim(test["prompt"], train["prompt"])),
+            ("descriptors on both sides", overlap.shared(test["descriptor"], train["descriptor"])),
+        ),
+    )
 
 
 RECIPES = (
@@ -57,6 +87,7 @@ RECIPES = (
         local_tasks=write_transfer_tasks,
         datasets=("contact_scd",),
         settings=tuple(range(1, 9)),
+        heldout=scd_split,
         limitations=(
             "The paper's ideal unbiased responses and fine-tuning splits were never published; the responses and "
             "the held-out splits here follow the paper's description (Table 9). BBQ / CrowS-Pairs transfer (paper "

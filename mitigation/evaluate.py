@@ -38,6 +38,9 @@ class EvalSettings:
     device: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)  # task metadata (TaskManager(metadata=...))
     include_path: list[str] = field(default_factory=list)  # extra task folders
+    # {task: document indices} (lm-eval's --samples): the held-out documents of a task; with ``limit`` the first
+    # ``limit`` of them, and the first ``limit`` documents of every other task (:func:`documents`)
+    samples: dict[str, list[int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,6 +76,53 @@ def _task_manager(settings: EvalSettings):
     return tm
 
 
+def documents(settings: EvalSettings, tm: Any = None) -> tuple[int | float | None, dict[str, list[int]] | None]:
+    """lm-eval's ``limit`` and ``samples`` of ``settings`` (it takes one or the other): without samples, the limit;
+    with samples and no limit, the samples; with both, samples for every task: the first ``limit`` of a task's own
+    (a share of them where ``limit`` < 1, rounded up as lm-eval does) and the first ``limit`` documents of the others
+    (their leaf tasks counted through the task manager ``tm``, built from ``settings`` if not given)."""
+    if not settings.samples:
+        return settings.limit, None
+    if settings.limit is None:
+        return None, {t: list(ids) for t, ids in settings.samples.items()}
+
+    def first(ids: list[int]) -> list[int]:
+        n = settings.limit if settings.limit >= 1 else math.ceil(len(ids) * settings.limit)
+        return list(ids[: int(n)])
+
+    leaves = (tm or _task_manager(settings)).load(list(settings.tasks))["tasks"]
+    return None, {
+        name: first(list(settings.samples[name]) if name in settings.samples else list(range(len(task.eval_docs))))
+        for name, task in leaves.items()
+    }
+
+
+def lm_eval_flags(settings: EvalSettings, drop_metadata: tuple[str, ...] = ("tokenizer",)) -> list[str]:
+    """The lm-eval command-line flags of ``settings`` other than the model's (``--model``, ``--model_args``,
+    ``--device``, ``--batch_size``): the same documents, seeds, chat template, generation settings and task metadata
+    (less ``drop_metadata``: the tokenizer is the evaluated model's own where a command runs on it)."""
+    import json
+
+    limit, samples = documents(settings)
+    flags = ["--tasks", ",".join(settings.tasks)]
+    if limit is not None:
+        flags += ["--limit", str(limit)]
+    if samples is not None:
+        flags += ["--samples", json.dumps(samples, separators=(",", ":"))]
+    flags += ["--seed", str(settings.seed)]  # (lm-eval's command line has no bootstrap_iters: it moves stderr only)
+    if settings.apply_chat_template:
+        flags.append("--apply_chat_template")
+    if settings.gen_kwargs:
+        flags += ["--gen_kwargs", settings.gen_kwargs]
+    if settings.system_instruction:
+        flags += ["--system_instruction", settings.system_instruction]
+    metadata = {"breakdown": True, **{k: v for k, v in settings.metadata.items() if k not in drop_metadata}}
+    flags += ["--metadata", json.dumps(metadata, sort_keys=True, separators=(",", ":"))]
+    for folder in settings.include_path:
+        flags += ["--include_path", str(folder)]
+    return flags
+
+
 def clean(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return None
@@ -87,23 +137,36 @@ def clean_tree(value: Any) -> Any:
 
 
 def evaluate(
-    args: dict[str, Any] | None, settings: EvalSettings, lm: Any = None, run_dir: Path | None = None
+    args: dict[str, Any] | None,
+    settings: EvalSettings,
+    lm: Any = None,
+    run_dir: Path | None = None,
+    cache: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run lm-eval (model type ``settings.model_type`` with ``args``, or a ready ``lm``) on ``settings.tasks``.
 
     Returns a JSON-able dict: results per task, n-samples, versions, the settings and the model args. With
-    ``run_dir``, lm-eval's output folder (results + per-document samples) is written there too.
+    ``run_dir``, lm-eval's output folder (results + per-document samples) is written there too; with ``cache``,
+    every response goes through lm-eval's response cache ``<cache>_rank0.db`` (``--use_cache``): an interrupted
+    evaluation computes only what is missing, and the responses can be packed for the results page.
     """
     import bias_harness.plugins  # noqa: F401  (registers our request types and model types)
     import lm_eval
 
     if settings.model_type == "hf-mlm":
         import bias_harness.plugins.refine_lm_model  # noqa: F401  (registers the Refine-LM architecture)
+    from lm_eval.loggers import EvaluationTracker
+
+    tm = _task_manager(settings)
+    limit, samples = documents(settings, tm)
+    tracker = EvaluationTracker()  # the header lm-eval's command line writes (chat template, model name, times)
     out = lm_eval.simple_evaluate(
         model=lm if lm is not None else settings.model_type,
         model_args=args,
         tasks=list(settings.tasks),
-        limit=settings.limit,
+        limit=limit,
+        samples=samples,
+        use_cache=str(cache) if cache is not None else None,
         batch_size=settings.batch_size,
         device=settings.device,
         apply_chat_template=settings.apply_chat_template,
@@ -115,10 +178,13 @@ def evaluate(
         torch_random_seed=settings.seed,
         fewshot_random_seed=settings.seed,
         log_samples=run_dir is not None,
-        task_manager=_task_manager(settings),
+        task_manager=tm,
+        evaluation_tracker=tracker,
     )
     if out is None:  # non-zero rank under accelerate
         return {}
+    tracker.general_config_tracker.log_end_time()
+    out.update(asdict(tracker.general_config_tracker))
     out = redact(out)  # lm-eval records model_args and metadata (merged) in every task config
     if run_dir is not None:  # lm-eval's results_*.json + samples_*.jsonl, for `bias-harness compare`
         from bias_harness.runs import save_run

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from huggingface_hub import EvalResult
 
 from bias_harness.datasets_src.base import PROJECT_URL
-from bias_harness.mitigation.evaluate import MetricRow, metric_rows
-from bias_harness.mitigation.recipe import DataOptions, Recipe
+from bias_harness.mitigation.evaluate import EvalSettings, MetricRow, lm_eval_flags, metric_rows
+from bias_harness.mitigation.recipe import DataOptions, HeldOut, Recipe
 
 from bias_harness import __version__, settings
 from bias_harness.atomic import write_text
@@ -53,6 +53,14 @@ class CardData:
     eval_dir: Path | None = None
     comparison: Any = None  # plugins.paired.Comparison (computed by write() from eval_dir when None)
     preset: str | None = None  # the recipe preset the run used (--preset)
+    heldout: HeldOut | None = None  # the recipe's split between training and evaluation, counted
+    # side effects (mitigation/side_effects.yaml): task -> {"before": evaluation, "after": evaluation}, what each
+    # subset is, and those left out with the reason; their comparisons (eval_dir/side_effects/TASK/compare/)
+    side_effects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    side_effects_why: dict[str, str] = field(default_factory=dict)
+    side_effects_skipped: dict[str, str] = field(default_factory=dict)
+    side_comparisons: dict[str, Any] = field(default_factory=dict)
+    lm_eval_command: str = ""  # plain lm-eval on the published folder (DIR): the after-numbers
 
 
 def _preset(data: CardData) -> str:
@@ -231,6 +239,7 @@ def eval_results(data: CardData, task_type: str) -> list[EvalResult]:
                         "filter": r.filter,
                         "task_version": version.get(r.task),
                         **_verdict_args(data, r, stage),
+                        **_split_args(data, r),
                     },
                     source_name=f"bias-harness {__version__} mitigate (lm-eval)",
                     source_url=PROJECT_URL,
@@ -254,6 +263,22 @@ def _verdict_args(data: CardData, row: MetricRow, stage: str) -> dict[str, Any]:
     if stage == "after":
         out["reads_as"] = m.reads_as
     return out
+
+
+def _split_args(data: CardData, row: MetricRow) -> dict[str, Any]:
+    """The model-index's account of the split behind one number: the held-out summary and the documents evaluated."""
+    out: dict[str, Any] = {}
+    if data.heldout is not None and row.task in _own_tasks(data):
+        out["split"] = data.heldout.summary()
+    n = (data.after or data.before).get("n_samples", {}).get(row.task, {})
+    if isinstance(n, dict) and n.get("effective") is not None:
+        out["documents"] = n["effective"]
+    return out
+
+
+def _own_tasks(data: CardData) -> set[str]:
+    """The leaf tasks of the recipe's own evaluation (the held-out split applies to them)."""
+    return set((data.after or data.before).get("results", {}))
 
 
 def card_data(data: CardData, repo_id: str | None = None):
@@ -300,6 +325,86 @@ def _significance_note(comparison: Any) -> str:
         f"Of these, reductions of bias to below detection (a bias before, no detectable bias after): "
         f"{listed(reduced)}; changes in bias (valid before and after): {listed(changed)}; not read as a change in "
         f"bias, as a verdict failed: {listed(failed)}. Outcomes and minimum detectable effects: docs/validity.md."
+    )
+
+
+def lm_eval_command(settings_: EvalSettings, args: dict[str, Any], model_dir: str | Path) -> str:
+    """Plain ``lm_eval`` on the published folder (``DIR``) with the evaluation's settings: the after-numbers."""
+    import shlex
+
+    model_args = ",".join(f"{k}={'DIR' if str(v) == str(model_dir) else v}" for k, v in args.items())
+    flags = lm_eval_flags(settings_, drop_metadata=("tokenizer", "data_dir"))
+    return shlex.join(
+        ["lm_eval", "--model", settings_.model_type, "--model_args", model_args]
+        + ["--batch_size", str(settings_.batch_size), *flags]
+    )
+
+
+def _reproduce_after(data: CardData) -> str:
+    if not data.lm_eval_command or not data.after:
+        return ""
+    return (
+        "\nThe after-numbers with plain lm-eval on this folder (`DIR`: where it is downloaded; nothing beyond "
+        "`pip install bias-harness`, which registers the tasks):\n\n```bash\n" + data.lm_eval_command + "\n```\n"
+    )
+
+
+def _results_file(run_dir: Path) -> Path | None:
+    found = sorted(Path(run_dir).glob("results_*.json"))
+    return found[-1] if found else None
+
+
+def _headline_of(comparison: Any, run_dir: Path | None) -> list[Any]:
+    """The comparison's headline metrics (each task's ``metric_list``), from the run's results file."""
+    from bias_harness.report.mitigation import headline, headline_metrics
+
+    results = _results_file(run_dir) if run_dir is not None else None
+    return headline_metrics(comparison, headline(results)) if comparison is not None and results else []
+
+
+def _heldout(data: CardData) -> str:
+    """The split with its sizes and counted overlap, and the minimum detectable effect of each headline bias
+    metric in this run's evaluation."""
+    from bias_harness.report.mitigation import mde_table
+
+    text = data.heldout.text() if data.heldout else "The recipe declares no held-out split."
+    metrics = _headline_of(data.comparison, data.eval_dir / "after" if data.eval_dir else None)
+    if not metrics:
+        return text
+    return (
+        f"{text}\n\nMinimum detectable effect of this evaluation for each headline bias metric (the smallest "
+        f"bias its size and spread could detect at alpha 0.05 and power 0.8; docs/validity.md):\n\n"
+        f"{mde_table(metrics)}"
+    )
+
+
+def _side_effects(data: CardData) -> str:
+    """Each side effect's headline numbers before and after, verdicts whose outcome changed flagged; those left out
+    with the reason."""
+    from bias_harness.report.mitigation import changes_table, outcome_changed
+
+    parts = []
+    for task, stages in data.side_effects.items():
+        run_dir = data.eval_dir / "side_effects" / task / "after" if data.eval_dir else None
+        metrics = _headline_of(data.side_comparisons.get(task), run_dir)
+        n = (stages.get("after") or {}).get("n_samples", {})
+        docs = ", ".join(f"{t} {v.get('effective')}" for t, v in n.items() if isinstance(v, dict)) or "–"
+        changed = [f"{m.task} {m.metric}" for m in metrics if outcome_changed(m)]
+        table = (
+            changes_table(metrics, flag=True)
+            if metrics
+            else _table(metric_rows(stages.get("before") or {}, stages.get("after") or {}))
+        )
+        parts.append(
+            f"### `{task}`\n\n{data.side_effects_why.get(task, '')} (documents: {docs}). **Verdicts whose outcome "
+            f"changed: {', '.join(changed) or 'none'}.**\n\n{table}"
+        )
+    parts += [f"- `{task}` not evaluated: {why}" for task, why in data.side_effects_skipped.items()]
+    if not parts:
+        return "_No side effects were evaluated._"
+    return (
+        "The other works' headline numbers on small fixed subsets (`mitigation/side_effects.yaml`), before and after, "
+        "each its own lm-eval run with the same settings:\n\n" + "\n\n".join(parts)
     )
 
 
@@ -360,7 +465,15 @@ lm-eval's stderr; "–" means the metric was not available.
         else ""
     }
 The same numbers are in this card's `model-index` metadata (one result per metric and model: `metric_args.stage` is \
-`before` for the base model, `after` for this one).
+`before` for the base model, `after` for this one; `metric_args.split` the held-out split below).
+{_reproduce_after(data)}
+## Held-out evaluation
+
+{_heldout(data)}
+
+## Side effects
+
+{_side_effects(data)}
 
 ## Training
 
@@ -429,9 +542,17 @@ def write(folder: Path, data: CardData, repo_id: str | None = None) -> Path:
     if data.comparison is None and data.eval_dir is not None and data.before and data.after:
         settings_ = data.after.get("settings", {})
         data.comparison = compare_before_after(data.eval_dir, settings_.get("bootstrap_iters"), settings_.get("seed"))
+    for task, stages in data.side_effects.items():
+        if task not in data.side_comparisons and data.eval_dir is not None and len(stages) == 2:
+            settings_ = stages["after"].get("settings", {})
+            data.side_comparisons[task] = compare_before_after(
+                data.eval_dir / "side_effects" / task, settings_.get("bootstrap_iters"), settings_.get("seed")
+            )
     write_text(folder / "README.md", redact(render(data, repo_id)))
     summary = {
         "recipe": data.recipe.name,
+        "recipe_summary": data.recipe.summary,
+        "train_metrics": data.train_metrics,
         "base_model": data.base_model,
         "adapter": data.adapter,
         "data_splits": data.data_splits,
@@ -442,5 +563,19 @@ def write(folder: Path, data: CardData, repo_id: str | None = None) -> Path:
     }
     if data.comparison is not None:
         summary["comparison"] = data.comparison.to_dict()
+    if data.heldout is not None:
+        summary["heldout"] = {**data.heldout.to_dict(), "text": data.heldout.text(), "summary": data.heldout.summary()}
+    if data.side_effects or data.side_effects_skipped:
+        summary["side_effects"] = {
+            task: {
+                **stages,
+                "why": data.side_effects_why.get(task, ""),
+                "comparison": c.to_dict() if (c := data.side_comparisons.get(task)) is not None else None,
+            }
+            for task, stages in data.side_effects.items()
+        }
+        summary["side_effects_skipped"] = data.side_effects_skipped
+    if data.lm_eval_command:
+        summary["lm_eval_command"] = data.lm_eval_command
     write_text(folder / SUMMARY_FILE, json.dumps(redact(summary), indent=2, sort_keys=True) + "\n")
     return folder / "README.md"

@@ -8,12 +8,17 @@ Output folder layout::
     OUT/eval/after.json   lm-eval results of the trained model
     OUT/eval/before/, after/  lm-eval's output folders (results + per-document samples); OUT/eval/compare/: their
                           paired comparison (``bias-harness compare``), whose significance verdicts go into the card
+    OUT/eval/side_effects/TASK/  the same for each side effect (``mitigation/side_effects.yaml``)
+    OUT/eval/cache/       lm-eval's response cache of each evaluated model (``--use_cache``): an interrupted
+                          evaluation computes only what is missing; ``--record-to`` packs it for the results page
     OUT/model/            the trained model (or LoRA adapter) + README.md card: exactly what is uploaded
     OUT/recipe.yaml       the resolved configuration
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +27,7 @@ from typing import Any
 import yaml
 from bias_harness.mitigation import evaluate as ev
 from bias_harness.mitigation import model_card, recipes_dir
+from bias_harness.mitigation import side_effects as se
 from bias_harness.mitigation.config import parse_config
 from bias_harness.mitigation.recipe import DataOptions, Recipe, data_options
 from bias_harness.mitigation.recipes import get_recipe, hooks
@@ -57,6 +63,11 @@ class MitigateOptions:
     dry_run: Path | None = None  # write the exact upload folder here instead of pushing
     resume: bool = True
     command: str = ""
+    skip_side_effects: bool = False
+    side_effects: list[se.SideEffect] | None = None  # default: mitigation/side_effects.yaml
+    record_to: Path | None = None  # a results page root (docs/results): record both evaluations there
+    record_name: str | None = None  # the run's name on the page (default MODEL_KEY-RECIPE)
+    model_key: str | None = None  # the base model's name on the page (default: the model folder's name)
 
 
 @dataclass
@@ -66,6 +77,8 @@ class MitigateResult:
     before: dict[str, Any]
     after: dict[str, Any]
     uploaded: str | None
+    side_effects: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> {"before": ..., "after": ...}
+    recorded: Path | None = None  # the run's record on the results page (--record-to)
 
 
 def eval_settings(recipe, opts: MitigateOptions, data_opts: DataOptions) -> ev.EvalSettings:
@@ -79,7 +92,10 @@ def eval_settings(recipe, opts: MitigateOptions, data_opts: DataOptions) -> ev.E
             metadata.setdefault(key, value)
     include = list(opts.include_path) + ([str(recipes_dir() / "tasks")] if recipe.include_tasks else [])
     if recipe.local_tasks:  # lm-eval's BBQ / CrowS-Pairs on the local raw copies (mitigation/local_tasks.py)
-        include += recipe.local_tasks(Path(opts.output).resolve() / "tasks")
+        written = recipe.local_tasks(Path(opts.output).resolve() / "tasks")
+        include += [folder for folder in written if provided(folder) & set(tasks)]  # only where a task is read
+    held = recipe.eval_samples(data_opts) if recipe.eval_samples else {}
+    samples = {t: ids for t, ids in held.items() if t in tasks}  # a task that holds training documents: the rest
     return ev.EvalSettings(
         tasks=list(tasks),
         model_type="hf-mlm" if recipe.model_kind == "mlm" else "hf",
@@ -90,7 +106,19 @@ def eval_settings(recipe, opts: MitigateOptions, data_opts: DataOptions) -> ev.E
         include_path=include,
         device=_default_device(),
         gen_kwargs=opts.gen_kwargs,
+        samples=samples or None,
     )
+
+
+def provided(folder: str | Path) -> set[str]:
+    """The task names the YAMLs of one of our task folders define (their ``task:`` lines)."""
+    import re
+
+    return {
+        m.group(1)
+        for path in Path(folder).glob("*.yaml")
+        for m in re.finditer(r"^task:\s*(\S+)", path.read_text(encoding="utf-8"), re.MULTILINE)
+    }
 
 
 def _default_device() -> str:
@@ -99,7 +127,35 @@ def _default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _evaluate_cached(path: Path, args: dict[str, Any], settings: ev.EvalSettings, use_cache: bool) -> dict[str, Any]:
+# files of a model folder that do not change what it answers (the card and the trainer's records are rewritten by
+# every run of the pipeline)
+NOT_THE_MODEL = {"README.md", model_card.SUMMARY_FILE, "trainer_state.json", "training_args.bin"}
+
+
+def model_digest(args: dict[str, Any]) -> str:
+    """A digest of what answers the evaluation: the model arguments and the content of the model (and adapter)
+    folders they name, so a response cache is never read for another model."""
+    h = hashlib.sha256(json.dumps({k: str(v) for k, v in sorted(args.items())}).encode())
+    for key in ("pretrained", "peft"):
+        folder = Path(str(args.get(key, "")))
+        if not folder.is_dir():
+            continue
+        for f in sorted(p for p in folder.rglob("*") if p.is_file() and p.name not in NOT_THE_MODEL):
+            h.update(str(f.relative_to(folder)).encode())
+            with open(f, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 24), b""):
+                    h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def cache_prefix(out: Path, stage: str, args: dict[str, Any]) -> Path:
+    """``OUT/eval/cache/<stage>-<model digest>/responses``: lm-eval's ``--use_cache`` prefix of one model."""
+    return out / "eval" / "cache" / f"{stage}-{model_digest(args)}" / "responses"
+
+
+def _evaluate_cached(
+    path: Path, args: dict[str, Any], settings: ev.EvalSettings, use_cache: bool, cache: Path | None = None
+) -> dict[str, Any]:
     cached = ev.load(path) if use_cache else None
     run_dir = path.with_suffix("")  # lm-eval's results + per-document samples, for the paired comparison
     if (
@@ -110,9 +166,63 @@ def _evaluate_cached(path: Path, args: dict[str, Any], settings: ev.EvalSettings
     ):
         log.info("reusing %s (same model and settings)", path)
         return cached
-    result = ev.evaluate(args, settings, run_dir=run_dir)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+    result = ev.evaluate(args, settings, run_dir=run_dir, cache=cache)
     ev.save(result, path)
     return result
+
+
+@dataclass
+class Stage:
+    """One model's evaluations: the recipe's tasks and each side effect (``eval/side_effects/TASK/``)."""
+
+    main: dict[str, Any]
+    side_effects: dict[str, dict[str, Any]]
+    cache: Path
+
+
+def evaluate_stage(
+    out: Path,
+    stage: str,
+    args: dict[str, Any],
+    settings: ev.EvalSettings,
+    effects: dict[str, ev.EvalSettings],
+    reuse: bool,
+) -> Stage:
+    """``stage`` ("before" / "after"): the main evaluation and every side effect, through one response cache."""
+    cache = cache_prefix(out, stage, args)
+    main = _evaluate_cached(out / "eval" / f"{stage}.json", args, settings, reuse, cache)
+    side = {
+        task: _evaluate_cached(out / "eval" / "side_effects" / task / f"{stage}.json", args, s, reuse, cache)
+        for task, s in effects.items()
+    }
+    return Stage(main, side, cache)
+
+
+@dataclass
+class SidePlan:
+    """A run's side effects: each one's evaluation settings and what its subset is, and those left out (why)."""
+
+    settings: dict[str, ev.EvalSettings] = field(default_factory=dict)
+    why: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def side_effect_plan(opts: MitigateOptions, settings: ev.EvalSettings) -> SidePlan:
+    """The side effects of a run evaluating with ``settings`` (none with ``--skip-eval``)."""
+    if opts.skip_eval:
+        return SidePlan()
+    candidates = se.declared() if opts.side_effects is None else opts.side_effects
+    if opts.skip_side_effects:
+        return SidePlan(skipped={s.task: "--skip-side-effects" for s in candidates})
+    run, skipped = se.plan(list(settings.tasks), settings.model_type, candidates)
+    chat = se.has_chat_template(opts.model) if any(s.chat for s in run) else False
+    return SidePlan(
+        {s.task: se.settings_for(s, settings, chat, str(opts.model)) for s in run},
+        {s.task: s.why for s in run},
+        skipped,
+    )
 
 
 def config_overrides(recipe: Recipe, opts: MitigateOptions, out: Path) -> dict[str, Any]:
@@ -141,21 +251,34 @@ def run(opts: MitigateOptions) -> MitigateResult:
     data = build_training_data(recipe, data_opts)
     save_training_data(recipe, data, out / "data", data_opts)
     settings = eval_settings(recipe, opts, data_opts)
+    side = side_effect_plan(opts, settings)
+    heldout = recipe.heldout(data_opts, data) if recipe.heldout else None
+    key = opts.model_key or Path(str(opts.model)).name  # the base model and the run on the results page
+    name = opts.record_name or f"{key}-{recipe.name}"
+    if opts.record_to is not None:
+        from bias_harness.mitigation import record
+
+        record.check(opts.record_to, name, [settings, *side.settings.values()])
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "recipe.yaml", yaml.safe_dump(cfg.as_dict(), sort_keys=True))
 
     extra_args = recipe.eval_model_args(cfg, opts.model) if recipe.eval_model_args else {}  # e.g. X-MOD adapter
     base_args = ev.model_args(opts.model, extra=extra_args)
-    before = {} if opts.skip_eval else _evaluate_cached(out / "eval" / "before.json", base_args, settings, opts.resume)
+    from bias_harness.report.replay import task_index_once  # one task index for every evaluation of a stage
+
+    stages: dict[str, Stage] = {}
+    if not opts.skip_eval:
+        with task_index_once():
+            stages["before"] = evaluate_stage(out, "before", base_args, settings, side.settings, opts.resume)
     eval_split = data["test"] if "test" in data else None
     model_dir = train(recipe, cfg, data["train"], eval_split, resume=opts.resume)
-    after = (
-        {}
-        if opts.skip_eval
-        else _evaluate_cached(
-            out / "eval" / "after.json", ev.model_args(model_dir, opts.model, extra_args), settings, False
-        )
-    )
+    after_args = ev.model_args(model_dir, opts.model, extra_args)
+    if not opts.skip_eval:
+        with task_index_once():
+            stages["after"] = evaluate_stage(out, "after", after_args, settings, side.settings, False)
+    before = stages["before"].main if stages else {}
+    after = stages["after"].main if stages else {}
+    side_results = {task: {s: stages[s].side_effects[task] for s in stages} for task in side.settings}
 
     if before.get("breakdowns") or after.get("breakdowns"):  # the works' before/after tables (mitigation/<work>.py)
         tables = [markdown(before, after) for markdown in hooks("breakdown_markdown")]
@@ -175,6 +298,11 @@ def run(opts: MitigateOptions) -> MitigateResult:
             adapter=is_adapter(model_dir),
             train_metrics=_train_metrics(model_dir, cfg.training),
             eval_dir=None if opts.skip_eval else out / "eval",
+            heldout=heldout,
+            side_effects=side_results,
+            side_effects_why=side.why,
+            side_effects_skipped=side.skipped,
+            lm_eval_command=model_card.lm_eval_command(settings, after_args, model_dir) if stages else "",
         ),
         repo_id=opts.push_to,
     )
@@ -186,7 +314,23 @@ def run(opts: MitigateOptions) -> MitigateResult:
         uploaded = push_model(
             model_dir, opts.push_to or f"local/{recipe.name}", private=opts.private, dry_run_dir=opts.dry_run
         )
-    return MitigateResult(model_dir, card, before, after, uploaded)
+    recorded = None
+    if opts.record_to is not None and stages:
+        from bias_harness.mitigation import record
+
+        recorded = record.record_run(
+            record.Recording(
+                root=Path(opts.record_to),
+                name=name,
+                model_key=key,
+                out=out,
+                settings={"main": settings, **side.settings},
+                caches={s: st.cache for s, st in stages.items()},
+                tokenizers={"before": str(opts.model), "after": str(model_dir)},
+                summary=model_dir / model_card.SUMMARY_FILE,
+            )
+        )
+    return MitigateResult(model_dir, card, before, after, uploaded, side_results, recorded)
 
 
 def _train_metrics(model_dir: Path, training: Any = None) -> dict[str, Any]:

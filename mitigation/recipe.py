@@ -35,6 +35,49 @@ class DataOptions:
     )
     categories: tuple[str, ...] | None = None  # refine_lm: UnQover categories to train on (None: the recipe's default)
     pairs_per_item: int | None = None  # refine_lm: subject pairs per (template, attribute); None: all (the reference)
+    name_slots: int | None = None  # demet_clp: name pairs (slots) per scenario and relationship type; None: all
+    both_orders: bool = True  # demet_clp: each twin also with its options listed the other way round
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """What a recipe trains on and what judges it, counted on the data: the card's "Held-out evaluation".
+
+    ``unit`` is what the split separates (a progression's scenario, a scenario, a question ...); ``overlap`` the
+    counts of what training and evaluation still share (0: nothing of that kind), each with what was counted."""
+
+    unit: str  # the split's unit, plural ("scenarios")
+    how: str  # the split in a sentence: which part trains, which evaluates, seeded / stratified how
+    train_rows: int  # training rows of this run (after --max-train-rows)
+    train_units: int  # units those rows come from
+    eval_units: dict[str, int]  # task -> units it evaluates (the whole task, before --limit)
+    eval_docs: dict[str, int]  # task -> documents (the whole task, before --limit)
+    overlap: tuple[tuple[str, int], ...] = ()  # (what was counted, count)
+    note: str = ""
+    eval_unit: str = ""  # the evaluation's unit where it differs (another dataset); default: ``unit``
+
+    def text(self) -> str:
+        """The split in one paragraph: sizes, the split and the counted overlap."""
+        unit = self.eval_unit or self.unit
+        tasks = "; ".join(
+            f"`{t}`: {self.eval_docs[t]:,} documents ({self.eval_units.get(t, 0):,} {unit})" for t in self.eval_docs
+        )
+        shared = "; ".join(f"{what}: {n:,}" for what, n in self.overlap) or "not counted"
+        return (
+            f"Trained on {self.train_rows:,} rows from {self.train_units:,} {self.unit}; evaluated on {tasks}. "
+            f"{self.how} Overlap counted on the data: {shared}." + (f" {self.note}" if self.note else "")
+        )
+
+    def summary(self) -> str:
+        """One line for the ``model-index`` and the results page."""
+        units = ", ".join(f"{t} {n:,}" for t, n in self.eval_units.items())
+        held = f"{self.unit} / {self.eval_unit}" if self.eval_unit else self.unit
+        return f"held out by {held}: train {self.train_units:,} ({self.train_rows:,} rows), eval {units}"
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {**asdict(self), "overlap": [list(o) for o in self.overlap]}
 
 
 def data_options(cfg: Any) -> dict[str, Any]:
@@ -48,6 +91,11 @@ def data_options(cfg: Any) -> dict[str, Any]:
     pairs = getattr(cfg.script, "pairs_per_item", None)
     if pairs is not None and int(pairs) > 0:
         out["pairs_per_item"] = int(pairs)
+    slots = getattr(cfg.script, "name_slots", None)
+    if slots is not None and int(slots) > 0:
+        out["name_slots"] = int(slots)
+    if getattr(cfg.script, "both_orders", None) is not None:
+        out["both_orders"] = bool(cfg.script.both_orders)
     return out
 
 
@@ -85,6 +133,11 @@ class Recipe:
     check_config: Callable[[Any], None] | None = None  # parsed config -> raise RecipeError before any evaluation
     # model -> the recipe as it runs on that model (refine_lm: its masked-LM or causal-LM form), before anything else
     for_model: Callable[[str], Recipe] | None = None
+    # (data options, the run's training data) -> the split between training and evaluation, counted (the card)
+    heldout: Callable[[DataOptions, datasets.DatasetDict], HeldOut] | None = None
+    # data options -> {task: document indices}: the held-out documents of tasks that also hold training documents
+    # (lm-eval's --samples; --limit N keeps the first N of each)
+    eval_samples: Callable[[DataOptions], dict[str, list[int]]] | None = None
 
     @property
     def config_path(self) -> Path:

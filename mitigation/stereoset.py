@@ -8,7 +8,7 @@ import random
 from typing import Any
 
 import datasets
-from bias_harness.mitigation.recipe import DataOptions, Preset, Recipe, RecipeError, fixed
+from bias_harness.mitigation.recipe import DataOptions, HeldOut, Preset, Recipe, RecipeError, fixed
 from bias_harness.mitigation.training_data import columns, load, spread_order
 
 UNQOVER_CATEGORIES = ("gender", "country", "ethnicity", "religion")
@@ -149,6 +149,34 @@ def heldout_statement(overlap: dict[str, Any], train_rows: int) -> str:
     )
 
 
+def refine_heldout(tasks: tuple[str, ...]):
+    """The card's split of a Refine-LM run evaluated on ``tasks``: UnQover questions against StereoSet contexts
+    (:func:`stereoset_overlap` counted on the run's training rows)."""
+
+    def heldout(opts: DataOptions, data: datasets.DatasetDict) -> HeldOut:
+        counts = stereoset_overlap(data["train"], list(tasks), opts.data_dir)
+        return HeldOut(
+            unit="UnQover items (template x attribute)",
+            eval_unit="StereoSet contexts",
+            how="Different datasets: the layer trains on UnQover questions and is judged on all of StereoSet, "
+            "which shares words with them but no sentence, context or label.",
+            train_rows=len(data["train"]),
+            train_units=len(set(zip(data["train"]["template_id"], data["train"]["activity_id"], strict=True))),
+            eval_units={t: o["contexts"] for t, o in counts.items()},
+            eval_docs={t: o["contexts"] for t, o in counts.items()},
+            overlap=tuple(
+                (f"{t} contexts {what}", o[key])
+                for t, o in counts.items()
+                for key, what in (
+                    ("target_is_training_attribute", "whose target term is a training attribute"),
+                    ("names_a_training_subject", "that name a training subject"),
+                )
+            ),
+        )
+
+    return heldout
+
+
 def refine_for_model(model: str) -> Recipe:
     """``refine_lm`` as it runs on ``model``: the masked-LM recipe, or its causal-LM form (the authors'
     ``training_llm.py`` path; lm-eval ``hf``, StereoSet de and en, the released causal-LM preset)."""
@@ -181,6 +209,7 @@ def refine_for_model(model: str) -> Recipe:
         model_kind="causal",
         presets=(("released", REFINE_LM_RELEASED_LLM),),
         for_model=None,
+        heldout=refine_heldout(tuple(tasks)),
         limitations=(
             "Trained on English UnQover gender questions (Refine-LM train split; gender by default), in the authors' "
             "few-shot prompt; evaluated on StereoSet de and en, whose every sentence the layer scores: the layer "
@@ -208,6 +237,7 @@ RECIPES = (
         presets=(("released", REFINE_LM_RELEASED),),
         check_config=refine_check,
         for_model=lambda model: refine_for_model(model),
+        heldout=refine_heldout(("stereoset_de",)),
         limitations=(
             "Trained on English UnQover questions (Refine-LM train split) and evaluated on German StereoSet: any "
             "effect is cross-lingual transfer. The layer re-ranks only the top-k tokens at the mask; the seed expects "

@@ -65,6 +65,10 @@ def train(recipe: Recipe, cfg: ParsedConfig, train_data, eval_data=None, resume:
         from bias_harness.mitigation.refine_lm import train_refine_lm
 
         return train_refine_lm(cfg, train_data, eval_data, resume=resume)
+    if recipe.trainer == "clp":
+        from bias_harness.mitigation.clp import train_clp
+
+        return train_clp(cfg, train_data, eval_data, resume=resume)
     from trl import get_peft_config
 
     args = cfg.training

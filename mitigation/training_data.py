@@ -92,6 +92,7 @@ def check_training_data(recipe: Recipe, data: datasets.DatasetDict) -> None:
         "sft": ("messages",),
         "grpo": ("prompt",),
         "refine_lm": ("q12", "q21", "q12_neg", "q21_neg", "subj1", "subj2"),
+        "clp": ("contexts", "signs"),
     }[recipe.trainer]
     missing = [c for c in need if c not in data["train"].column_names]
     if missing:

@@ -143,6 +143,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="train even when the config makes zero training steps (num_train_epochs=0 without max_steps): the "
         "'mitigated' model is then the base model",
     )
+    p.add_argument(
+        "--skip-side-effects",
+        action="store_true",
+        help="do not evaluate the other works' subsets of mitigation/side_effects.yaml before and after",
+    )
+    p.add_argument(
+        "--record-to",
+        type=Opt("out_dir"),
+        default=None,
+        metavar="DIR",
+        help="record both evaluations on the results page in DIR (docs/results): manifests, response packs and "
+        "mitigation/NAME/mitigation.json; `bash scripts/results.sh replay` then shows the run",
+    )
+    p.add_argument("--record-name", default=None, help="the run's name on the page (default MODEL_KEY-RECIPE)")
+    p.add_argument(
+        "--model-key", default=None, help="the base model's name on the page, e.g. smollm2 (default: its folder name)"
+    )
     p.set_defaults(func=_run)
 
 
@@ -163,7 +180,10 @@ def _command(args: argparse.Namespace) -> str:
             parts += [flag, str(value)]
     for key, value in args.overrides:
         parts += ["--set", f"{key}={value}"]
+    if args.batch_size != 8:
+        parts += ["--batch-size", str(args.batch_size)]
     parts += ["--private"] * args.private + ["--skip-eval"] * args.skip_eval
+    parts += ["--skip-side-effects"] * args.skip_side_effects
     if args.metadata:
         parts += ["--metadata", json.dumps(args.metadata)]
     return shlex.join(redact_argv(parts))
@@ -295,10 +315,16 @@ def _run(args: argparse.Namespace) -> int:
             resume=not args.no_resume,
             include_path=[str(p) for p in args.include_path],
             command=_command(args),
+            skip_side_effects=args.skip_side_effects,
+            record_to=args.record_to,
+            record_name=args.record_name,
+            model_key=args.model_key,
         )
     )
     print(f"model: {result.model_dir}")
     print(f"card:  {result.card}")
     if result.uploaded:
         print(f"upload: {result.uploaded}")
+    if result.recorded:
+        print(f"recorded: {result.recorded}")
     return 0

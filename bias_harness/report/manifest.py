@@ -10,7 +10,8 @@ where it survives, the run's own lm-eval ``results_<stamp>.json`` (secrets redac
 ``lm_eval_args``
     The run's lm-eval flags other than model, device, batch size, output and cache (``--tasks``, ``--limit`` /
     ``--samples``, ``--seed``, ``--apply_chat_template``, ``--gen_kwargs``, ``--metadata``, ...): the replay passes
-    them again, with ``--model replay``.
+    them again, with ``--model replay``. An ``--include_path`` inside the installed bias-harness is written
+    ``package:<package>/<path>`` (:func:`portable_includes`) and found again wherever the replay runs.
 ``pack``
     The response-pack folder under ``docs/results/responses/`` (lm-eval's cache name, e.g. ``smollm2-vllm_rank0``).
 ``run``
@@ -176,6 +177,54 @@ def without(args: list[str], *names: str) -> list[str]:
         if a.split("=", 1)[0] in names:
             continue
         out.append(a)
+    return out
+
+
+PACKAGE = "package:"
+PACKAGES = ("bias_harness.mitigation", "bias_harness.tasks")  # where bias-harness keeps task folders
+
+
+def _package_folders() -> dict[str, Path]:
+    import importlib.util
+
+    out = {}
+    for name in PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            out[name] = Path(next(iter(spec.submodule_search_locations))).resolve()
+    return out
+
+
+def portable(folder: str | Path) -> str | None:
+    """``package:<package>/<path>`` for a folder inside the installed bias-harness; None for any other folder."""
+    path = Path(folder).resolve()
+    for name, root in _package_folders().items():
+        if path.is_relative_to(root):
+            return f"{PACKAGE}{name}/{path.relative_to(root).as_posix()}".rstrip("/")
+    return None
+
+
+def portable_includes(args: list[str]) -> list[str]:
+    """``args`` with each ``--include_path`` inside the installed bias-harness written :func:`portable`."""
+    out, prev = [], ""
+    for a in args:
+        out.append((portable(a) or a) if prev == "--include_path" else a)
+        prev = a
+    return out
+
+
+def resolve_includes(args: list[str]) -> list[str]:
+    """``args`` with each ``package:<package>/<path>`` include folder resolved in this installation."""
+    folders = _package_folders()
+    out, prev = [], ""
+    for a in args:
+        if prev == "--include_path" and a.startswith(PACKAGE):
+            name, _, rest = a.removeprefix(PACKAGE).partition("/")
+            if name not in folders:
+                raise BadInput(f"--include_path {a}: no installed package {name}")
+            a = str(folders[name] / rest)
+        out.append(a)
+        prev = a
     return out
 
 

@@ -39,6 +39,7 @@ from bias_harness import responses
 from bias_harness.errors import BadInput, MissingInput
 from bias_harness.options import Opt
 from bias_harness.report import manifest as manifests
+from bias_harness.report import mitigation
 from bias_harness.report.sections import section_name, sections
 from bias_harness.runs import REPLAY_KEY
 
@@ -334,9 +335,21 @@ def replay_all(
     return [(p, replay_run(p, cache_dir, out_root, label_root=label_root, packs=packs)) for p in manifest_paths]
 
 
-def write_numbers(path: Path, runs: list[tuple[Path, Path]], root: Path, cache_dir: Path, work_dir: Path) -> None:
-    """``numbers.json``: every metric of every replayed run (keyed by manifest) and the checks with their values."""
+def write_numbers(
+    path: Path,
+    runs: list[tuple[Path, Path]],
+    root: Path,
+    cache_dir: Path,
+    work_dir: Path,
+    mitigated: list[dict[str, Any]] | None = None,
+) -> None:
+    """``numbers.json``: every metric of every replayed run (keyed by manifest) and the checks with their values;
+    ``mitigated``: the replayed mitigation records (:func:`bias_harness.report.mitigation.replay_records`), their
+    numbers and one check each."""
     out: dict[str, Any] = {"runs": {}, "checks": []}
+    if mitigated:
+        out["mitigation"] = mitigation.numbers(mitigated, run_numbers)
+        out["mitigation_checks"] = mitigation.checks(mitigated, run_numbers)
     for manifest_path, results in runs:
         m = manifests.read(manifest_path)
         out["runs"][str(manifest_path.relative_to(root))] = {
@@ -382,14 +395,16 @@ def page(
                 packs=root / "responses",
             )
             run_dirs = sorted({r.parent.parent for _, r in runs})
+            mitigated = mitigation.replay_records(root, _replayer(work / "cache", root), work / "mitigation")
             with staged_folder(out) as stage:  # README, plots, explorer, numbers: all written and checked, or none
                 readme = write_report(run_dirs, stage, summary=summary)
                 write_explorer(run_dirs, stage / EXPLORER, title="bias-harness results explorer: docs/results")
                 text = relocate(readme.read_text(encoding="utf-8"), stage, out)
+                text = text.rstrip("\n") + "\n\n" + mitigation.section(mitigated).strip() + "\n"
                 if tail:
                     text = text.rstrip("\n") + "\n\n" + tail.strip() + "\n"
                 readme.write_text(text, encoding="utf-8")
-                write_numbers(stage / NUMBERS, runs, root, work / "cache", work)
+                write_numbers(stage / NUMBERS, runs, root, work / "cache", work, mitigated)
                 fresh = {p.relative_to(stage) for p in stage.rglob("*.png")}
                 for stale in out.glob("**/*.png"):  # no plots of runs that are gone
                     if stale.relative_to(out) not in fresh:
@@ -401,20 +416,37 @@ def page(
     return readme
 
 
+def _replayer(cache_dir: Path, root: Path) -> mitigation.Replay:
+    """``replay_run`` of a mitigation record's manifest into a folder of its own (the runs of two records or stages
+    share manifest folder names)."""
+    return lambda manifest, out_root: replay_run(
+        manifest, cache_dir, out_root, label_root=root, packs=root / "responses"
+    )
+
+
 def check(root: Path = ROOT, only: set[str] | None = None) -> list[str]:
-    """Replay the checks of ``root/numbers.json`` (``only``: those of these tasks); returns the differences from the
-    committed values (none: [])."""
+    """Replay the checks of ``root/numbers.json`` (``only``: those of these tasks, and no mitigation check); returns
+    the differences from the committed values (none: [])."""
     numbers = json.loads((root / NUMBERS).read_text(encoding="utf-8"))
     todo = [c for c in numbers.get("checks", []) if only is None or c["task"] in only]
-    if not todo:
+    mitigated = numbers.get("mitigation_checks", []) if only is None else []
+    if not todo and not mitigated:
         raise MissingInput(f"{root / NUMBERS}: no checks" + (f" of {sorted(only)}" if only else ""))
     diffs = []
     with tempfile.TemporaryDirectory(prefix="bh-check-") as tmp, task_index_once():
         packs = {manifests.read(root / c["manifest"])["pack"] for c in todo}
+        for c in mitigated:
+            for stages in mitigation.manifests_of(root / c["record"], c["evaluation"]).values():
+                packs |= {manifests.read(m)["pack"] for m in stages.values()}
         responses.restore(root / "responses", Path(tmp) / "cache", only=packs)
         for c in todo:
             got = run_check(c, Path(tmp) / "cache", Path(tmp) / "out", root)
             diffs += differences(c["results"], got, f"{c['task']} ({c['manifest']}, limit {c['limit']}): ")
+        replay = _replayer(Path(tmp) / "cache", root)
+        for c in mitigated:
+            files = mitigation.replay_record(root / c["record"], replay, Path(tmp) / "mitigation", c["evaluation"])
+            got = {s: run_numbers(f) for s, f in files[c["evaluation"]].items()}
+            diffs += differences(c["results"], got, f"{c['record']} ({c['evaluation']}): ")
     return diffs
 
 

@@ -222,21 +222,25 @@ def test_card_model_index_and_significance_match_lm_eval_results(tmp_path: Path)
     text = card.text
     # verdicts: the always-"1" model's Eq. 2 measures position (not interpretable), the oracle's passes
     assert (
-        "| demet | mixed_gender_bias | choice | 0.000 [0.000, 0.000] | 2.000 [2.000, 2.000] | +2.000 | **no** / yes "
-        "| [2.000, 2.000] |"
+        "| demet | mixed_gender_bias | choice | 0.000 [0.000, 0.000] | 2.000 [2.000, 2.000] | +2.000 | "
+        "**not interpretable** / bias | [2.000, 2.000] |"
     ) in text
     row = next(line for line in text.splitlines() if line.startswith("| demet | mixed_gender_bias | choice |"))
-    assert row.endswith("(bootstrap) | **yes** |")
+    assert row.endswith("(bootstrap) | **yes** | not a change in bias (a verdict failed) |")
     assert (
         "| demet | invalid_rate | choice | 0.000 [0.000, 0.000] | 0.000 [0.000, 0.000] | +0.000 | – / – | [0.000, "
-        "0.000] | 1.0000 (McNemar) | no |"
+        "0.000] | 1.0000 (McNemar) | no | – |"
     ) in text
     assert (
-        "| demet | score_woman_woman | choice | -1.000 | -1.000 | +0.000 | **no** / yes | – | – | not tested |" in text
+        "| demet | score_woman_woman | choice | -1.000 | -1.000 | +0.000 | **not interpretable** / interpretable "
+        "| – | – | not tested | – |" in text
     )
     assert "**Significant changes (p < 0.05): 4 of 5 tested metrics**" in text
     # the always-"1" baseline measures position: no significant difference reads as a change in bias
-    assert "Of these, changes in bias (both evaluations' verdicts passed): none;" in text
+    assert (
+        "Of these, reductions of bias to below detection (a bias before, no detectable bias after): none; changes "
+        "in bias (valid before and after): none; not read as a change in bias, as a verdict failed:" in text
+    )
     assert (eval_dir / "compare" / "README.md").is_file() and (
         eval_dir / "compare" / "compare_demet_choice.png"
     ).stat().st_size > 1000

@@ -14,7 +14,15 @@ from bias_harness.mitigation.training_data import build_training_data, save_trai
 
 from bias_harness.cli import main
 
-EXPECTED = {"multiagent_sft_full", "multiagent_sft_half", "scd", "stop_align", "refine_lm", "counterfactual_grpo"}
+EXPECTED = {
+    "multiagent_sft_full",
+    "multiagent_sft_half",
+    "scd",
+    "stop_align",
+    "refine_lm",
+    "counterfactual_grpo",
+    "demet_clp",
+}
 
 
 def test_registry_has_every_recipe_with_its_yaml() -> None:
@@ -142,9 +150,20 @@ def test_multiagent_sft_data_matches_the_authors_files() -> None:
     assert half["train"][0]["messages"][0]["content"].startswith("Mod is a fair agent")
 
 
-def test_stop_data_is_all_450_progressions_as_chats() -> None:
-    data = build_training_data(get_recipe("stop_align"), DataOptions())
-    assert list(data) == ["train"] and len(data["train"]) == 450
+def test_stop_data_is_the_training_scenarios_progressions_as_chats() -> None:
+    from bias_harness.mitigation import stop
+
+    opts = DataOptions()
+    data = build_training_data(get_recipe("stop_align"), opts)
+    train, held = stop.split(opts)
+    # 18 of the 90 scenarios held out, 2 per demographic: their progressions are evaluated, never trained on
+    assert list(data) == ["train"] and len(data["train"]) == len(train) == 450 - len(held)
+    assert not set(train) & set(held) and len(set(train) | set(held)) == 450
+    rows = list(stop.load("stop", "progressions", opts)["test"])
+    scen = stop.scenarios(rows)
+    held_scenarios = {scen[i] for i in held}
+    assert len(held_scenarios) == 18 and not held_scenarios & {scen[i] for i in train}
+    assert stop.eval_samples(opts) == {"stop": list(held)}
     first = data["train"][0]["messages"]
     assert first[0]["role"] == "user" and first[-1]["role"] == "assistant"
 
