@@ -263,6 +263,8 @@ def run(opts: MitigateOptions) -> MitigateResult:
     write_text(out / "recipe.yaml", yaml.safe_dump(cfg.as_dict(), sort_keys=True))
 
     extra_args = recipe.eval_model_args(cfg, opts.model) if recipe.eval_model_args else {}  # e.g. X-MOD adapter
+    if recipe.model_kind == "causal":  # scored in float32 whatever the checkpoint's dtype (the results page's setting:
+        extra_args = {"dtype": "float32", **extra_args}  # bf16 log-likelihoods tie on ~13% of demet_mc's prompts)
     base_args = ev.model_args(opts.model, extra=extra_args)
     from bias_harness.report.replay import task_index_once  # one task index for every evaluation of a stage
 

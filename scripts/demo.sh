@@ -22,7 +22,9 @@ start=$SECONDS
 t=$SECONDS
 stage() { echo "== stage $1: $((SECONDS - t)) s" >&2; t=$SECONDS; }  # benchmarks/fresh_machine.sh reads these
 # vLLM only where there is a GPU (on a CPU the demo runs hf, see BACKEND below): BIAS_HARNESS_VLLM=gpu
-[ "${SETUP:-1}" = 0 ] || BIAS_HARNESS_VLLM=${BIAS_HARNESS_VLLM:-gpu} bash scripts/setup.sh
+# and no test tools (BIAS_HARNESS_EXTRAS=models): scripts/test.sh adds them to the same .venv
+[ "${SETUP:-1}" = 0 ] || BIAS_HARNESS_VLLM=${BIAS_HARNESS_VLLM:-gpu} BIAS_HARNESS_EXTRAS=${BIAS_HARNESS_EXTRAS:-models} \
+  bash scripts/setup.sh
 stage setup
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export BIAS_HARNESS_RAW_DIR=${BIAS_HARNESS_RAW_DIR:-$(cd .. && pwd)/shared/data}

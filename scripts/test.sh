@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t=$SECONDS
-bash scripts/setup.sh
+BIAS_HARNESS_BROWSER=1 bash scripts/setup.sh  # (with Chromium for the explorer's browser tests)
 echo "== stage setup: $((SECONDS - t)) s" >&2  # benchmarks/fresh_machine.sh reads this
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export BIAS_HARNESS_TEST_RAW_DIR=${BIAS_HARNESS_TEST_RAW_DIR:-$(cd .. && pwd)/shared/data}

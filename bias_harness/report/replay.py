@@ -399,7 +399,7 @@ def page(
             with staged_folder(out) as stage:  # README, plots, explorer, numbers: all written and checked, or none
                 readme = write_report(run_dirs, stage, summary=summary)
                 write_explorer(run_dirs, stage / EXPLORER, title="bias-harness results explorer: docs/results")
-                text = relocate(readme.read_text(encoding="utf-8"), stage, out)
+                text = link_explorer(relocate(readme.read_text(encoding="utf-8"), stage, out))
                 text = text.rstrip("\n") + "\n\n" + mitigation.section(mitigated).strip() + "\n"
                 if tail:
                     text = text.rstrip("\n") + "\n\n" + tail.strip() + "\n"
@@ -414,6 +414,18 @@ def page(
         for path in tok.save_recorded():
             log.info("token counts recorded: %s", path)
     return readme
+
+
+def link_explorer(text: str) -> str:
+    """The page with a line after its opening paragraph that points to the explorer (every answer behind a number)."""
+    line = (
+        f"**Every answer behind these numbers**: [{EXPLORER}]({EXPLORER}), the results explorer (one HTML file: open "
+        "it in a browser: every run's answers beside the numbers and diagnostics that count them, with filters and "
+        "search; docs/explorer.md)."
+    )
+    head, sep, rest = text.partition("\n\n")  # the title
+    para, sep2, rest = rest.partition("\n\n")  # the opening paragraph
+    return f"{head}{sep}{para}\n\n{line}{sep2 or chr(10)}{rest}"
 
 
 def _replayer(cache_dir: Path, root: Path) -> mitigation.Replay:

@@ -407,3 +407,39 @@ def test_numbers_compare_up_to_float_noise() -> None:
         "stop: P,none: committed 0.3, replay 0.300001",
         "stop: nan,none: committed nan, replay '<absent>'",
     ]
+
+
+def test_a_recorded_mitigation_run_replays_on_the_page(recorded: dict, tiny_causal_lm: str, tmp_path: Path) -> None:
+    """``bias-harness mitigate ... --record-to ROOT`` (demet_clp on the tiny model, with a side effect): the page's
+    Mitigation section replays both evaluations from the packs to the run's own numbers, and ``check`` agrees."""
+    from bias_harness.mitigation import pipeline
+    from bias_harness.mitigation import side_effects as se
+
+    root = tmp_path / "docs"
+    shutil.copytree(recorded["root"], root)
+    out = tmp_path / "run"
+    result = pipeline.run(
+        pipeline.MitigateOptions(
+            recipe="demet_clp",
+            model=tiny_causal_lm,
+            output=out,
+            limit=8,
+            max_train_rows=4,
+            overrides={"max_steps": 2, "trainable_top_layers": 1, "anchor_batch_size": 4, "save_steps": 1},
+            side_effects=[se.SideEffect(task="stereoset_en", limit=4, why="StereoSet (en), 4 contexts")],
+            record_to=root,
+            model_key="tiny",
+        )
+    )
+    assert result.recorded is not None and result.recorded.is_file()
+    readme = replay.page(root, summary=None).read_text(encoding="utf-8")
+    section = readme.split("## Mitigation", 1)[1]
+    assert "`demet_clp` on tiny" in section and "Held-out evaluation" in section and "stereoset_en" in section
+    numbers = json.loads((root / "numbers.json").read_text())
+    (record,) = numbers["mitigation"].values()
+    for stage in ("before", "after"):
+        own = json.loads((out / "eval" / f"{stage}.json").read_text())["results"]["demet_mc"]
+        got = record["main"][stage]["demet_mc"]
+        keys = [k for k, v in own.items() if isinstance(v, float) and k in got]
+        assert keys and {k: got[k] for k in keys} == pytest.approx({k: own[k] for k in keys}, nan_ok=True)
+    assert replay.check(root) == []
