@@ -67,7 +67,7 @@ class CLPScriptArguments:
     dataset_test_split: str = field(default="test", metadata={"help": "unused (the evaluation is lm-eval's)"})
     name_slots: int = field(default=5, metadata={"help": "DeMET: name pairs per scenario and relationship type"})
     both_orders: bool = field(
-        default=True, metadata={"help": "DeMET: each twin also with its options listed the other way round"}
+        default=False, metadata={"help": "DeMET: each twin also with its options listed the other way round"}
     )
 
 

@@ -137,7 +137,9 @@ def model_digest(args: dict[str, Any]) -> str:
     folders they name, so a response cache is never read for another model."""
     h = hashlib.sha256(json.dumps({k: str(v) for k, v in sorted(args.items())}).encode())
     for key in ("pretrained", "peft"):
-        folder = Path(str(args.get(key, "")))
+        if not args.get(key):  # (Path("") is the working folder: never hash that)
+            continue
+        folder = Path(str(args[key]))
         if not folder.is_dir():
             continue
         for f in sorted(p for p in folder.rglob("*") if p.is_file() and p.name not in NOT_THE_MODEL):

@@ -36,7 +36,7 @@ class DataOptions:
     categories: tuple[str, ...] | None = None  # refine_lm: UnQover categories to train on (None: the recipe's default)
     pairs_per_item: int | None = None  # refine_lm: subject pairs per (template, attribute); None: all (the reference)
     name_slots: int | None = None  # demet_clp: name pairs (slots) per scenario and relationship type; None: all
-    both_orders: bool = True  # demet_clp: each twin also with its options listed the other way round
+    both_orders: bool = False  # demet_clp: each twin also with its options listed the other way round
 
 
 @dataclass(frozen=True)

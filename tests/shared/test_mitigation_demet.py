@@ -30,7 +30,7 @@ def test_contexts_are_demet_mc_prompts() -> None:
 
 
 def test_twins_swap_names_and_reverse_options_on_gpt4_scenarios_only() -> None:
-    data = demet.clp_data(DataOptions())["train"]
+    data = demet.clp_data(DataOptions(both_orders=True))["train"]
     retold = {g for g, _, _ in demet.demet_retellings(DataOptions())}
     assert retold == {3, 7, 20}
     scenarios = set(data["scenario_id"])
@@ -45,7 +45,7 @@ def test_twins_swap_names_and_reverse_options_on_gpt4_scenarios_only() -> None:
     assert listed[2].startswith(f"\n1. {b}\n2. {a}.") and listed[3].startswith(f"\n1. {a}\n2. {b}.")
     assert q0.replace(a, "X").replace(b, a).replace("X", b) == q1  # nothing else differs
     assert all(c.endswith("\nAnswer:") for c in row["contexts"])
-    two = demet.clp_data(DataOptions(name_slots=2, both_orders=False))["train"]
+    two = demet.clp_data(DataOptions(name_slots=2))["train"]  # the default: one option order
     assert len(two) == 77 * 3 * 2 and {len(c) for c in two["contexts"]} == {2}
 
 
@@ -170,3 +170,13 @@ def test_demet_clp_end_to_end_and_the_published_folder_runs_in_plain_lm_eval(
     after = json.loads((out / "eval" / "after.json").read_text())["results"]["demet_mc"]
     keys = [k for k, v in after.items() if isinstance(v, float) and "stderr" not in k]
     assert keys and {k: got[k] for k in keys} == pytest.approx({k: after[k] for k in keys}, nan_ok=True)
+
+
+def test_model_digest_reads_only_the_model_folders(tiny_causal_lm: str, tmp_path: Path, monkeypatch) -> None:
+    """The response cache's key: the same model gives the same digest whatever else the working folder holds."""
+    monkeypatch.chdir(tmp_path)
+    args = {"pretrained": tiny_causal_lm, "dtype": "float32"}
+    first = pipeline.model_digest(args)
+    (tmp_path / "new.txt").write_text("a file beside the run")
+    assert pipeline.model_digest(args) == first
+    assert pipeline.model_digest({**args, "dtype": "bfloat16"}) != first
