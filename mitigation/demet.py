@@ -123,7 +123,8 @@ RECIPES = (
         name="demet_clp",
         trainer="clp",
         summary="Counterfactual logit pairing: the preference for a scenario's first person made the same when the "
-        "names' genders are swapped and the options listed the other way round, its mean kept at the base model's.",
+        "names' genders are swapped (and, with both_orders, the options listed the other way round), its mean kept at "
+        "the base model's.",
         source="Garg et al. 2019 (counterfactual logit pairing), on DeMET's name-swapped prompts (Levy et al. 2024, "
         "GPT-4 scenarios)",
         build=clp_data,
