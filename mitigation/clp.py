@@ -236,7 +236,7 @@ def train_clp(cfg: Any, train_data: Any, eval_data: Any = None, resume: bool = T
         write_text(path, json.dumps(anchors))
     if len(anchors) != len(data):
         raise ValueError(f"clp: {path} holds {len(anchors)} anchors for {len(data)} training groups; delete it")
-    from bias_harness.mitigation.train import redacting_callback
+    from bias_harness.mitigation.callbacks import redacting_callback
 
     trainer = CLPTrainer(
         model=model,

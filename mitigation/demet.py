@@ -22,8 +22,8 @@ from typing import Any
 
 import datasets
 from bias_harness.mitigation import overlap
-from bias_harness.mitigation.multiagent import _demet, demet_retellings, demet_scenarios
 from bias_harness.mitigation.recipe import DataOptions, HeldOut, Recipe, fixed
+from bias_harness.mitigation.retellings import demet_prompts, demet_retellings, demet_scenarios
 
 # DeMET's mixed-gender relationship types, each with its name-swapped twin (the pair biases' pairs)
 TWINS = (("woman_man", "man_woman"), ("woman_neutral", "neutral_woman"), ("neutral_man", "man_neutral"))
@@ -77,7 +77,7 @@ def clp_groups(prompts: list[dict[str, Any]], slots: int | None, both_orders: bo
 def clp_data(opts: DataOptions) -> datasets.DatasetDict:
     """The GPT-4 scenarios' twins (less the scenarios that retell a human-written one)."""
     retold = {g for g, _, _ in demet_retellings(opts)}
-    prompts = [p for p in _demet(opts, "demet_gpt4") if p["scenario_id"] not in retold]
+    prompts = [p for p in demet_prompts(opts, "demet_gpt4") if p["scenario_id"] not in retold]
     slots = NAME_SLOTS if opts.name_slots is None else opts.name_slots
     rows = clp_groups(prompts, slots, opts.both_orders)
     return datasets.DatasetDict({"train": datasets.Dataset.from_list(rows)})
@@ -85,13 +85,13 @@ def clp_data(opts: DataOptions) -> datasets.DatasetDict:
 
 def clp_heldout(opts: DataOptions, data: datasets.DatasetDict) -> HeldOut:
     """Train: GPT-4 scenarios' twins; evaluate: every prompt of the 29 human-written scenarios (``demet_mc``)."""
-    gpt4 = demet_scenarios(_demet(opts, "demet_gpt4"))
-    human_prompts = _demet(opts, "demet")
+    gpt4 = demet_scenarios(demet_prompts(opts, "demet_gpt4"))
+    human_prompts = demet_prompts(opts, "demet")
     human = demet_scenarios(human_prompts)
     trained = sorted(set(data["train"]["scenario_id"]))
     trained_text = [gpt4[s] for s in trained]
     retold = demet_retellings(opts)
-    names = {n for p in _demet(opts, "demet_gpt4") for n in (p["name1"], p["name2"])}
+    names = {n for p in demet_prompts(opts, "demet_gpt4") for n in (p["name1"], p["name2"])}
     return HeldOut(
         unit="scenarios",
         how=f"Split by scenario: the GPT-4-written scenarios train (less {len(retold)} that retell a human-written "

@@ -5,12 +5,12 @@ scenarios and the GPT-4-written DeMET scenarios (the two datasets are loaded by 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import datasets
 from bias_harness.mitigation import overlap
 from bias_harness.mitigation.recipe import DataOptions, HeldOut, Recipe, fixed
+from bias_harness.mitigation.retellings import demet_prompts, demet_retellings, demet_scenarios
 from bias_harness.mitigation.training_data import load, messages_from_row, sft_dict
 
 # Detection on the dev split, generation on the Test dataset without interaction, and the interaction with and
@@ -123,34 +123,13 @@ def finetune_data(half: bool) -> Callable[[DataOptions], datasets.DatasetDict]:
     return build
 
 
-def demet_scenarios(prompts: Sequence[Mapping[str, Any]]) -> dict[int, str]:
-    """scenario id -> its text with the names masked (NAME1, NAME2), from a DeMET ``prompts`` split."""
-    out: dict[int, str] = {}
-    for p in prompts:
-        if p["scenario_id"] not in out:
-            out[p["scenario_id"]] = p["scenario"].replace(p["name1"], "NAME1").replace(p["name2"], "NAME2")
-    return out
-
-
-def _demet(opts: DataOptions, dataset: str) -> list[dict[str, Any]]:
-    ds = load(dataset, "prompts", opts)
-    return list(ds[next(iter(ds))])
-
-
-def demet_retellings(opts: DataOptions) -> list[tuple[int, int, float]]:
-    """(GPT-4 scenario, human-written scenario, word overlap) of every GPT-4 DeMET scenario that retells a
-    human-written one (:data:`~bias_harness.mitigation.overlap.RETELLING`): #3 and #7 retell #14 (a new car or
-    saving), #20 retells #20 (private or public school)."""
-    return overlap.retellings(demet_scenarios(_demet(opts, "demet_gpt4")), demet_scenarios(_demet(opts, "demet")))
-
-
 def counterfactual_data(opts: DataOptions) -> datasets.DatasetDict:
     """Prompt twins (names / genders swapped) from DeMET's GPT-4 scenarios (less those that retell a human-written
     one) and the multi-agent Scenarios dataset."""
     from bias_harness.mitigation.rewards import counterfactual_rows
 
     retold = {g for g, _, _ in demet_retellings(opts)}
-    demet = [p for p in _demet(opts, "demet_gpt4") if p["scenario_id"] not in retold]
+    demet = [p for p in demet_prompts(opts, "demet_gpt4") if p["scenario_id"] not in retold]
     sources = {"demet": demet, "multiagent": list(_split(opts, "scenarios"))}
     return datasets.DatasetDict({"train": datasets.Dataset.from_list(counterfactual_rows(sources, seed=opts.seed))})
 
@@ -159,14 +138,14 @@ def counterfactual_heldout(opts: DataOptions, data: datasets.DatasetDict) -> Hel
     """counterfactual_grpo's split: GPT-4 DeMET scenarios and the multi-agent Scenarios train; the human-written
     DeMET scenarios and the multi-agent Test set judge."""
     scen = set(data["train"]["scenario"])
-    gpt4 = demet_scenarios(_demet(opts, "demet_gpt4"))
-    human_prompts = _demet(opts, "demet")
+    gpt4 = demet_scenarios(demet_prompts(opts, "demet_gpt4"))
+    human_prompts = demet_prompts(opts, "demet")
     human = demet_scenarios(human_prompts)
     trained_demet = [gpt4[int(s.split(":", 1)[1])] for s in scen if s.startswith("demet:")]
     ma = scenario_texts(opts, "scenarios")
     trained_ma = [ma[s.split(":", 1)[1]] for s in scen if s.startswith("multiagent:")]
     units, docs = eval_sizes(["multiagent_test_nointeraction"], opts)
-    names = {n for p in _demet(opts, "demet_gpt4") for n in (p["name1"], p["name2"])}
+    names = {n for p in demet_prompts(opts, "demet_gpt4") for n in (p["name1"], p["name2"])}
     test_names = {n for r in _split(opts, "test") for n in r["characters"]}
     ma_names = {n for r in _split(opts, "scenarios") for n in r["characters"]}
     retold = demet_retellings(opts)

@@ -13,10 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bias_harness.mitigation.callbacks import redact_training_args, redacting_callback  # noqa: F401
 from bias_harness.mitigation.config import ParsedConfig, last_checkpoint
 from bias_harness.mitigation.recipe import Recipe, RecipeError
-
-from bias_harness.redact import redact_object_attributes
 
 log = logging.getLogger(__name__)
 
@@ -108,29 +107,6 @@ def train(recipe: Recipe, cfg: ParsedConfig, train_data, eval_data=None, resume:
     trainer.state.save_to_json(str(final / "trainer_state.json"))
     redact_training_args(final)
     return final
-
-
-def redacting_callback() -> Any:
-    """A trainer callback that masks the secrets of the ``training_args.bin`` saved with each checkpoint."""
-    from transformers import TrainerCallback
-
-    class RedactSavedArgs(TrainerCallback):
-        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if state.is_world_process_zero:
-                redact_training_args(Path(args.output_dir) / f"checkpoint-{state.global_step}")
-
-    return RedactSavedArgs()
-
-
-def redact_training_args(folder: Path) -> None:
-    """Rewrite ``folder/training_args.bin`` (transformers pickles the whole ``TrainingArguments`` there, a
-    ``hub_token`` given with ``--set`` included) with its secret-named fields masked. Resuming does not read it."""
-    import torch
-    from transformers.trainer import TRAINING_ARGS_NAME
-
-    path = Path(folder) / TRAINING_ARGS_NAME
-    if path.is_file():
-        torch.save(redact_object_attributes(torch.load(path, weights_only=False)), path)
 
 
 def is_adapter(folder: str | Path) -> bool:

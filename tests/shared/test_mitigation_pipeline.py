@@ -123,7 +123,11 @@ def test_lora_recipe_saves_an_adapter_and_evaluates_it(tiny_causal_lm: str, tmp_
     )
     assert (result.model_dir / "adapter_config.json").is_file()
     _assert_card_matches_run(out)
-    assert result.after["model_args"] == {"pretrained": tiny_causal_lm, "peft": str(result.model_dir)}
+    assert result.after["model_args"] == {
+        "pretrained": tiny_causal_lm,
+        "peft": str(result.model_dir),
+        "dtype": "float32",
+    }
     assert result.after["settings"]["tasks"] == ["stop", "bbq_local", "stereoset_en", "crows_pairs_local"]
     for task in ("stop", "bbq_local", "stereoset_en_combined", "crows_pairs_local"):
         assert result.before["n_samples"][task]["effective"] == 2, task
