@@ -21,9 +21,8 @@ from collections import defaultdict
 from typing import Any
 
 import datasets
-from bias_harness.mitigation import overlap
 from bias_harness.mitigation.recipe import DataOptions, HeldOut, Recipe, fixed
-from bias_harness.mitigation.retellings import demet_prompts, demet_retellings, demet_scenarios
+from bias_harness.mitigation.retellings import demet_prompts, demet_retellings, human_overlap
 
 # DeMET's mixed-gender relationship types, each with its name-swapped twin (the pair biases' pairs)
 TWINS = (("woman_man", "man_woman"), ("woman_neutral", "neutral_woman"), ("neutral_man", "man_neutral"))
@@ -85,13 +84,9 @@ def clp_data(opts: DataOptions) -> datasets.DatasetDict:
 
 def clp_heldout(opts: DataOptions, data: datasets.DatasetDict) -> HeldOut:
     """Train: GPT-4 scenarios' twins; evaluate: every prompt of the 29 human-written scenarios (``demet_mc``)."""
-    gpt4 = demet_scenarios(demet_prompts(opts, "demet_gpt4"))
-    human_prompts = demet_prompts(opts, "demet")
-    human = demet_scenarios(human_prompts)
     trained = sorted(set(data["train"]["scenario_id"]))
-    trained_text = [gpt4[s] for s in trained]
+    scenarios, prompts, counts, note = human_overlap(opts, trained)
     retold = demet_retellings(opts)
-    names = {n for p in demet_prompts(opts, "demet_gpt4") for n in (p["name1"], p["name2"])}
     return HeldOut(
         unit="scenarios",
         how=f"Split by scenario: the GPT-4-written scenarios train (less {len(retold)} that retell a human-written "
@@ -100,21 +95,10 @@ def clp_heldout(opts: DataOptions, data: datasets.DatasetDict) -> HeldOut:
         "(DeMET draws every prompt's names from one list of 30): the held-out unit is the scenario.",
         train_rows=len(data["train"]),
         train_units=len(trained),
-        eval_units={"demet_mc": len(human)},
-        eval_docs={"demet_mc": len(human_prompts)},
-        overlap=(
-            ("human-written scenarios that training holds verbatim", overlap.verbatim(human.values(), trained_text)),
-            (
-                f"human-written scenarios retold in training (word overlap >= {overlap.RETELLING})",
-                len(overlap.near_duplicates(list(human.values()), trained_text, overlap.RETELLING)),
-            ),
-            (
-                "names of the evaluation used in training",
-                overlap.shared({n for p in human_prompts for n in (p["name1"], p["name2"])}, names),
-            ),
-        ),
-        note=f"Largest word overlap of a human-written scenario with a trained one: "
-        f"{overlap.largest(list(human.values()), trained_text):.2f}.",
+        eval_units={"demet_mc": scenarios},
+        eval_docs={"demet_mc": prompts},
+        overlap=counts,
+        note=note,
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import datasets
 from bias_harness.mitigation import overlap
 from bias_harness.mitigation.recipe import DataOptions, HeldOut, Recipe, fixed
-from bias_harness.mitigation.retellings import demet_prompts, demet_retellings, demet_scenarios
+from bias_harness.mitigation.retellings import demet_prompts, demet_retellings, human_overlap
 from bias_harness.mitigation.training_data import load, messages_from_row, sft_dict
 
 # Detection on the dev split, generation on the Test dataset without interaction, and the interaction with and
@@ -138,14 +138,11 @@ def counterfactual_heldout(opts: DataOptions, data: datasets.DatasetDict) -> Hel
     """counterfactual_grpo's split: GPT-4 DeMET scenarios and the multi-agent Scenarios train; the human-written
     DeMET scenarios and the multi-agent Test set judge."""
     scen = set(data["train"]["scenario"])
-    gpt4 = demet_scenarios(demet_prompts(opts, "demet_gpt4"))
-    human_prompts = demet_prompts(opts, "demet")
-    human = demet_scenarios(human_prompts)
-    trained_demet = [gpt4[int(s.split(":", 1)[1])] for s in scen if s.startswith("demet:")]
+    trained_demet = [int(s.split(":", 1)[1]) for s in scen if s.startswith("demet:")]
+    human, human_prompts, demet_counts, note = human_overlap(opts, trained_demet, "DeMET ")
     ma = scenario_texts(opts, "scenarios")
     trained_ma = [ma[s.split(":", 1)[1]] for s in scen if s.startswith("multiagent:")]
     units, docs = eval_sizes(["multiagent_test_nointeraction"], opts)
-    names = {n for p in demet_prompts(opts, "demet_gpt4") for n in (p["name1"], p["name2"])}
     test_names = {n for r in _split(opts, "test") for n in r["characters"]}
     ma_names = {n for r in _split(opts, "scenarios") for n in r["characters"]}
     retold = demet_retellings(opts)
@@ -157,26 +154,15 @@ def counterfactual_heldout(opts: DataOptions, data: datasets.DatasetDict) -> Hel
         "shared (DeMET draws every prompt's names from one list of 30).",
         train_rows=len(data["train"]),
         train_units=len(scen),
-        eval_units={"demet": len(human), **units},
-        eval_docs={"demet": len(human_prompts), **docs},
+        eval_units={"demet": human, **units},
+        eval_docs={"demet": human_prompts, **docs},
         overlap=(
-            (
-                "human-written DeMET scenarios that training holds verbatim",
-                overlap.verbatim(human.values(), trained_demet),
-            ),
-            (
-                f"human-written DeMET scenarios retold in training (word overlap >= {overlap.RETELLING})",
-                len(overlap.near_duplicates(list(human.values()), trained_demet, overlap.RETELLING)),
-            ),
+            *demet_counts[:2],
             *_test_overlap(trained_ma, opts),
-            (
-                "DeMET names of the evaluation used in training",
-                overlap.shared({p["name1"] for p in human_prompts} | {p["name2"] for p in human_prompts}, names),
-            ),
+            demet_counts[2],
             ("Test character names that training scenarios also use", overlap.shared(test_names, ma_names)),
         ),
-        note=f"Largest word overlap of a human-written DeMET scenario with a trained one: "
-        f"{overlap.largest(list(human.values()), trained_demet):.2f}.",
+        note=note,
     )
 
 

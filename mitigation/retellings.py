@@ -32,3 +32,33 @@ def demet_retellings(opts: DataOptions) -> list[tuple[int, int, float]]:
     return overlap.retellings(
         demet_scenarios(demet_prompts(opts, "demet_gpt4")), demet_scenarios(demet_prompts(opts, "demet"))
     )
+
+
+def human_overlap(
+    opts: DataOptions, trained: Sequence[int], what: str = ""
+) -> tuple[int, int, tuple[tuple[str, int], ...], str]:
+    """The human-written side of a split whose training holds the GPT-4 scenarios ``trained`` (their ids): (human
+    scenarios, their prompts, the overlap counted on the data: verbatim, retold, shared names, and the note with the
+    largest word overlap). ``what`` names the dataset in the labels (e.g. "DeMET ")."""
+    gpt4_prompts = demet_prompts(opts, "demet_gpt4")
+    gpt4 = demet_scenarios(gpt4_prompts)
+    human_prompts = demet_prompts(opts, "demet")
+    human = list(demet_scenarios(human_prompts).values())
+    trained_text = [gpt4[s] for s in trained]
+    names = {n for p in gpt4_prompts for n in (p["name1"], p["name2"])}
+    counts = (
+        (f"human-written {what}scenarios that training holds verbatim", overlap.verbatim(human, trained_text)),
+        (
+            f"human-written {what}scenarios retold in training (word overlap >= {overlap.RETELLING})",
+            len(overlap.near_duplicates(human, trained_text, overlap.RETELLING)),
+        ),
+        (
+            f"{what}names of the evaluation used in training",
+            overlap.shared({n for p in human_prompts for n in (p["name1"], p["name2"])}, names),
+        ),
+    )
+    note = (
+        f"Largest word overlap of a human-written {what}scenario with a trained one: "
+        f"{overlap.largest(human, trained_text):.2f}."
+    )
+    return len(human), len(human_prompts), counts, note
