@@ -207,6 +207,12 @@ def freeze(model: Any, top: int) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
+def _steps_done(model_dir: Path) -> int:
+    """The optimizer steps of the model saved in ``model_dir`` (its ``trainer_state.json``), 0 where there is none."""
+    state = model_dir / "trainer_state.json"
+    return int(json.loads(state.read_text(encoding="utf-8")).get("global_step", 0)) if state.is_file() else 0
+
+
 def train_clp(cfg: Any, train_data: Any, eval_data: Any = None, resume: bool = True) -> Path:
     """Train with :class:`CLPTrainer` and save the model and tokenizer to ``output_dir/../model``."""
     from bias_harness.mitigation.config import last_checkpoint
@@ -247,10 +253,14 @@ def train_clp(cfg: Any, train_data: Any, eval_data: Any = None, resume: bool = T
         callbacks=[redacting_callback()],
     )
     checkpoint = last_checkpoint(out) if resume else None
+    final = out.parent / "model"
+    # a finished run started again: resuming HF's Trainer from the last checkpoint would train one step more
+    if checkpoint and _steps_done(final) >= args.max_steps > 0:
+        log.info("clp: %s already trained to step %d; not training again", final, args.max_steps)
+        return final
     if checkpoint:
         log.info("clp: resuming from %s", checkpoint)
     trainer.train(resume_from_checkpoint=checkpoint)
-    final = out.parent / "model"
     model.requires_grad_(True)
     trainer.save_model(str(final))
     tok.save_pretrained(str(final))

@@ -136,6 +136,14 @@ def test_training_shrinks_the_spread_keeps_the_mean_and_resumes(
         clp.train_clp(_cfg(tiny_causal_lm, tmp_path, max_steps=14, per_device_train_batch_size=4), data)
     assert "resuming from" in caplog.text and "checkpoint-12" in caplog.text
     assert json.loads((final / "trainer_state.json").read_text())["global_step"] == 14
+    # the same budget again (a re-run of a finished run): nothing more is trained, the saved model stays as it is
+    weights = {n: p.clone() for n, p in AutoModelForCausalLM.from_pretrained(final).named_parameters()}
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="bias_harness.mitigation.clp"):
+        again = clp.train_clp(_cfg(tiny_causal_lm, tmp_path, max_steps=14, per_device_train_batch_size=4), data)
+    assert again == final and "already trained" in caplog.text
+    assert json.loads((final / "trainer_state.json").read_text())["global_step"] == 14
+    assert all(torch.equal(p, weights[n]) for n, p in AutoModelForCausalLM.from_pretrained(final).named_parameters())
 
 
 @pytest.mark.slow
