@@ -2,11 +2,11 @@
 
 One vLLM engine for the whole file: ONE plain ``lm_eval --model vllm`` run (a subprocess from a temporary folder, so
 vLLM's worker processes start cleanly) covers every task family: log-likelihood (demet_mc, stereoset_en_combined,
-contact_mini), generation (demet, contact_mini_gen) and multi-turn (stop, multiagent_test_interaction; the
-111-scenario multiagent_interaction takes the same engine path with longer dialogues, 100 s more on hf here, and is
-tested with scripted models in test_multiagent_e2e.py and test_multiagent_runs.py). The same command with
-``bias-harness eval --model hf`` gives the reference answers.
-Greedy decoding everywhere (``--gen_kwargs do_sample=false,...`` also turns the sampled multi-agent tasks greedy), in
+contact_mini), generation (demet, contact_mini_gen) and multi-turn (stop; the multi-agent dialogues take the same
+engine path with longer prompts, which the hf reference would spend most of this file's time on: they run on vLLM in
+test_server_vllm.py and with scripted models in test_multiagent_e2e.py and test_multiagent_runs.py). The same
+command with ``bias-harness eval --model hf`` gives the reference answers.
+Greedy decoding everywhere (``--gen_kwargs do_sample=false,...``), in
 float32 on both backends, 3 documents per task.
 """
 
@@ -27,12 +27,11 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 LL_TASKS = ["demet_mc", "stereoset_en_combined", "contact_mini"]
 GEN_TASKS = ["demet", "contact_mini_gen"]
-MT_TASKS = ["stop", "multiagent_test_interaction"]
+MT_TASKS = ["stop"]
 TASKS = LL_TASKS + GEN_TASKS + MT_TASKS
 LIMIT = 3
-# greedy, and bounded answer lengths (the multi-agent discussion turns too) so the hf reference run stays short on CPU
+# greedy, and bounded answer lengths so that the hf reference run stays short on CPU
 GEN_KWARGS = "do_sample=false,temperature=0,max_gen_toks=32"
-METADATA = '{"discussion_max_gen_toks": 32}'
 # small on purpose: vLLM's CPU backend reserves this fraction of node memory; eager mode skips a minutes-long compile
 VLLM_ARGS = "dtype=float32,max_model_len=2048,gpu_memory_utilization=0.2,enforce_eager=True,enable_prefix_caching=True"
 BIN = Path(sys.executable).parent
@@ -67,8 +66,6 @@ def run_eval(argv: list[str], out: Path, cwd: Path) -> str:
         "--apply_chat_template",
         "--gen_kwargs",
         GEN_KWARGS,
-        "--metadata",
-        METADATA,
         "--output_path",
         str(out),
         "--log_samples",

@@ -17,7 +17,7 @@ import pytest
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 BIN = Path(sys.executable).parent
-LIMIT = 6
+LIMIT = 4
 
 
 def run(model: str, tp: int | None, out: Path) -> str:
