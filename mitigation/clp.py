@@ -219,6 +219,14 @@ def train_clp(cfg: Any, train_data: Any, eval_data: Any = None, resume: bool = T
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     args: CLPConfig = cfg.training
+    out = Path(args.output_dir)
+    final = out.parent / "model"
+    checkpoint = last_checkpoint(out) if resume else None
+    # a finished run started again: nothing to train, so no model to load (HF's Trainer would rebuild it, recompute
+    # nothing and skip through every batch to its last step, leaving the weights and global_step as they are)
+    if checkpoint and _steps_done(final) >= args.max_steps > 0:
+        log.info("clp: %s already trained to step %d; not training again", final, args.max_steps)
+        return final
     name = cfg.model.model_name_or_path
     tok = AutoTokenizer.from_pretrained(name)
     model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32)
@@ -230,7 +238,6 @@ def train_clp(cfg: Any, train_data: Any, eval_data: Any = None, resume: bool = T
         if "group" not in train_data.column_names
         else train_data
     )
-    out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / ANCHORS
     if path.is_file() and resume:
@@ -252,12 +259,6 @@ def train_clp(cfg: Any, train_data: Any, eval_data: Any = None, resume: bool = T
         processing_class=tok,
         callbacks=[redacting_callback()],
     )
-    checkpoint = last_checkpoint(out) if resume else None
-    final = out.parent / "model"
-    # a finished run started again: resuming HF's Trainer from the last checkpoint would train one step more
-    if checkpoint and _steps_done(final) >= args.max_steps > 0:
-        log.info("clp: %s already trained to step %d; not training again", final, args.max_steps)
-        return final
     if checkpoint:
         log.info("clp: resuming from %s", checkpoint)
     trainer.train(resume_from_checkpoint=checkpoint)

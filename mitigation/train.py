@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bias_harness.mitigation.callbacks import redact_training_args, redacting_callback  # noqa: F401
+from bias_harness.mitigation.callbacks import redact_training_args, redacting_callback
 from bias_harness.mitigation.config import ParsedConfig, last_checkpoint
 from bias_harness.mitigation.recipe import Recipe, RecipeError
 
