@@ -27,7 +27,7 @@ declare -A TOTAL
 for stage in "${STAGES[@]}"; do
   case $stage in
     demo) cmd=(bash scripts/demo.sh) ;;
-    test) cmd=(env CI=true bash .ci/run) ;;
+    test) cmd=(env CI=true BIAS_HARNESS_TEST_TIMELINE="$TMP/timeline.jsonl" bash .ci/run) ;;
     *) echo "stage must be demo or test, not $stage" >&2; exit 2 ;;
   esac
   log=$TMP/$stage.log
@@ -41,6 +41,7 @@ for stage in "${STAGES[@]}"; do
   if [ "$stage" = test ]; then
     sed -n '/slowest .* durations/,/^$/p' "$log" | head -18
     grep -E "^[0-9]+ (passed|failed)|passed|failed" "$log" | tail -2
+    [ -s "$TMP/timeline.jsonl" ] && python3 "$SRC/benchmarks/test_timeline.py" "$TMP/timeline.jsonl" --top 8
   fi
   if [ $rc != 0 ]; then
     echo "--- last lines of $log"

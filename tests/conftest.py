@@ -88,6 +88,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: 0 if item.get_closest_marker("vllm") else 1 if item.get_closest_marker("slow") else 2)
 
 
+def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
+    _timeline("start", nodeid)
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple) -> None:
+    _timeline("end", nodeid)
+
+
+def _timeline(event: str, nodeid: str) -> None:
+    """``BIAS_HARNESS_TEST_TIMELINE=FILE``: one JSON line per test start and end, with the worker (read by
+    benchmarks/test_timeline.py: each worker's busy and idle time, what ran last)."""
+    path = os.environ.get("BIAS_HARNESS_TEST_TIMELINE")
+    if path:
+        import json
+        import time
+
+        line = {
+            "t": time.time(),
+            "event": event,
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            "test": nodeid,
+        }
+        with open(path, "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
