@@ -21,10 +21,15 @@ On GPU machines (distribution ``vllm``) there is nothing to do and nothing is wr
 
 Cores: on x86, vLLM's CPU backend keeps one core per rank for its scheduler process and runs the model on the rest,
 so on a 2-core machine it computes on ONE core while ``--model hf`` uses both. ``VLLM_CPU_NUM_OF_RESERVED_CPU=0``
-gives the model every core (full STOP on SmolLM2 here: 100 s -> 55 s). :func:`cpu_env` sets it on machines with
-at most :data:`FEW_CORES` cores unless the user did. Plain ``lm_eval`` and ``bias-harness eval`` get it from the
-start-up hook (:func:`cpu_env_for_lm_eval`, where ``vllm-cpu`` is installed) before any model starts; ``vllm serve``
-and scripts that start ``LLM(...)`` themselves call :func:`cpu_env` (or export the variable).
+gives the model every core (full STOP on SmolLM2 here: 100 s -> 55 s). Processes: by default an ``LLM`` starts an
+engine-core process that starts a worker process, each importing torch and vLLM again (about 7 s each here) and each
+shut down with a grace period; ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` runs the engine and its one worker inside the
+calling process (SmolLM2, one ``demet_mc`` document: 35 s -> 18 s; STOP and ``demet_mc`` on 40 documents: 71 s -> 53 s;
+the same answers), and under ``vllm serve`` the worker inside the engine-core process (ready 23 s -> 18 s). With
+``tensor_parallel_size > 1`` vLLM still starts one worker process per rank. :func:`cpu_env` sets both variables on
+machines with at most :data:`FEW_CORES` cores unless the user did. Plain ``lm_eval`` and ``bias-harness eval`` get
+them from the start-up hook (:func:`cpu_env_for_lm_eval`, where ``vllm-cpu`` is installed) before any model starts;
+``vllm serve`` and scripts that start ``LLM(...)`` themselves call :func:`cpu_env` (or export the variables).
 """
 
 from __future__ import annotations
@@ -42,30 +47,35 @@ from pathlib import Path
 SHIM_INSTALLER = "bias-harness-vllm-cpu-shim"
 FEW_CORES = 4  # at most this many cores: a core reserved for vLLM's scheduler is a large share of the machine
 RESERVED = "VLLM_CPU_NUM_OF_RESERVED_CPU"
+IN_PROCESS = "VLLM_ENABLE_V1_MULTIPROCESSING"  # "0": the engine runs in the calling process (see the module's doc)
 log = logging.getLogger(f"lm_eval.ext.{__name__}")  # shown by lm-eval's own logging set-up
 
 
 def cpu_env(environ: MutableMapping[str, str] = os.environ, cores: int | None = None) -> MutableMapping[str, str]:
-    """Set ``VLLM_CPU_NUM_OF_RESERVED_CPU=0`` in ``environ`` on a machine with few cores, unless already set; returns
-    ``environ``. vLLM's worker processes inherit it, so call it before the engine starts (no effect on GPUs)."""
+    """On a machine with few cores, ``VLLM_CPU_NUM_OF_RESERVED_CPU=0`` and ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` in
+    ``environ``, each unless already set; returns ``environ``. Call it before the engine starts, and only where vLLM's
+    CPU build runs the model (:func:`cpu_env_for_lm_eval` checks that)."""
     if (cores or os.cpu_count() or 1) <= FEW_CORES:
         environ.setdefault(RESERVED, "0")
+        environ.setdefault(IN_PROCESS, "0")
     return environ
 
 
 def cpu_env_for_lm_eval(environ: MutableMapping[str, str] = os.environ) -> bool:
     """:func:`cpu_env` in an lm-eval process (called by the start-up hook, before ``--model vllm`` can start an
     engine) when vLLM's CPU build is installed; True when it set the variable (logged, so the user sees why)."""
-    if RESERVED in environ or _version("vllm-cpu") is None:
+    if _version("vllm-cpu") is None:
         return False
+    before = {name: environ.get(name) for name in (RESERVED, IN_PROCESS)}
     cpu_env(environ)
-    if RESERVED not in environ:
+    changed = [name for name, value in before.items() if value is None and name in environ]
+    if not changed:
         return False
     log.info(
-        "vllm-cpu on %d cores: %s=0 so that vLLM computes on every core (export %s=1 to keep vLLM's default)",
+        "vllm-cpu on %d cores: %s, so that vLLM computes on every core in this process (export them =1 to keep "
+        "vLLM's defaults)",
         os.cpu_count() or 1,
-        RESERVED,
-        RESERVED,
+        ", ".join(f"{name}=0" for name in changed),
     )
     return True
 

@@ -20,14 +20,16 @@ WORDS = (
 def vllm_env(serve: bool = False) -> dict[str, str]:
     """Environment for a subprocess that starts vLLM: INFO logs (the tests read the engine's log; importing TRL, as
     the mitigation tests do, sets ``VLLM_LOGGING_LEVEL=ERROR`` in this process's environment), no tokenizer threads.
-    ``VLLM_CPU_NUM_OF_RESERVED_CPU`` is left out, so that ``lm_eval`` gets it from our start-up hook as a user's
-    would; ``serve=True`` (``vllm serve``, which loads no hook) sets it the documented way, with ``cpu_env``."""
+    ``VLLM_CPU_NUM_OF_RESERVED_CPU`` and ``VLLM_ENABLE_V1_MULTIPROCESSING`` are left out, so that ``lm_eval`` gets
+    them from our start-up hook as a user's would; ``serve=True`` (``vllm serve``, which loads no hook) sets them the
+    documented way, with ``cpu_env``."""
     import os
 
-    from bias_harness.plugins.vllm_cpu import RESERVED, cpu_env
+    from bias_harness.plugins.vllm_cpu import IN_PROCESS, RESERVED, cpu_env
 
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false", VLLM_LOGGING_LEVEL="INFO")
     env.pop(RESERVED, None)
+    env.pop(IN_PROCESS, None)
     return dict(cpu_env(env)) if serve else env
 
 

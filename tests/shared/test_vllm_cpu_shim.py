@@ -31,33 +31,34 @@ def test_installed_environment_needs_no_shim_after_setup() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_cpu_env_gives_vllm_every_core_of_a_small_machine() -> None:
-    assert vllm_cpu.cpu_env({}, cores=2) == {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
-    assert vllm_cpu.cpu_env({}, cores=64) == {}  # a big machine keeps vLLM's default (a core for its scheduler)
-    assert vllm_cpu.cpu_env({"VLLM_CPU_NUM_OF_RESERVED_CPU": "1"}, cores=2) == {
-        "VLLM_CPU_NUM_OF_RESERVED_CPU": "1"
-    }  # the user's choice wins
+def test_cpu_env_gives_vllm_every_core_of_a_small_machine_in_one_process() -> None:
+    both = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    assert vllm_cpu.cpu_env({}, cores=2) == both
+    assert vllm_cpu.cpu_env({}, cores=64) == {}  # a big machine keeps vLLM's defaults
+    user = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
+    assert vllm_cpu.cpu_env(dict(user), cores=2) == user  # the user's choice wins
 
 
 def test_plain_lm_eval_process_gets_every_core_from_the_start_up_hook(tmp_path: Path) -> None:
     """The hook runs when lm-eval loads its tasks, before any model starts: vllm-cpu on few cores -> the variable."""
     import os
 
-    env = {k: v for k, v in os.environ.items() if k != vllm_cpu.RESERVED}
-    code = "import os, lm_eval.tasks; print(os.environ.get('VLLM_CPU_NUM_OF_RESERVED_CPU'))"
+    names = (vllm_cpu.RESERVED, vllm_cpu.IN_PROCESS)
+    env = {k: v for k, v in os.environ.items() if k not in names}
+    code = f"import os, lm_eval.tasks; print(*(os.environ.get(n) for n in {names!r}))"
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     expected = "0" if vllm_cpu._version("vllm-cpu") and (os.cpu_count() or 1) <= vllm_cpu.FEW_CORES else "None"
-    assert proc.stdout.strip().splitlines()[-1] == expected
+    assert proc.stdout.strip().splitlines()[-1] == f"{expected} {expected}"
     # the user's own setting wins
     proc = subprocess.run(
         [sys.executable, "-c", code],
         cwd=tmp_path,
-        env={**env, vllm_cpu.RESERVED: "1"},
+        env={**env, vllm_cpu.RESERVED: "1", vllm_cpu.IN_PROCESS: "1"},
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert proc.stdout.strip().splitlines()[-1] == "1"
+    assert proc.stdout.strip().splitlines()[-1] == "1 1"
