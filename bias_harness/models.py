@@ -99,6 +99,17 @@ def prepare_model(name: str = "smollm2", force: bool = False) -> Path:
     out = model_dir(name)
     if (out / "config.json").is_file() and not force:
         return out
+    from filelock import FileLock
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # processes converting at once (ranks, parallel runs, test workers): one converts, the others wait and reuse it
+    with FileLock(out.parent / f".{name}.lock"):
+        if (out / "config.json").is_file() and not force:
+            return out
+        return _convert(model, out, force)
+
+
+def _convert(model: PackagedModel, out: Path, force: bool) -> Path:
     try:
         gguf = _find_gguf(model)
     except ImportError as err:
@@ -111,18 +122,13 @@ def prepare_model(name: str = "smollm2", force: bool = False) -> Path:
     lm = AutoModelForCausalLM.from_pretrained(
         gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16, quantization_config=GgufConfig(dequantize=True)
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent))
     try:
         tok.save_pretrained(tmp)
         lm.save_pretrained(tmp)
         if force and out.exists():
             shutil.rmtree(out)
-        try:
-            tmp.rename(out)  # atomic: a process converting at the same time either wins or reads the finished folder
-        except OSError:
-            if not (out / "config.json").is_file():
-                raise
+        tmp.rename(out)  # atomic: a reader without the lock sees no folder or the finished one
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out

@@ -84,8 +84,16 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Longest first: the vLLM tests, then the other slow ones (a model, lm-eval's checks), then the rest, each in
     collection order. pytest-xdist hands out work in this order, so the long tests do not end up last on one worker
-    while the other idles."""
-    items.sort(key=lambda item: 0 if item.get_closest_marker("vllm") else 1 if item.get_closest_marker("slow") else 2)
+    while the other idles. Among the vLLM tests, those that need no packaged model (tensor parallelism's tiny model)
+    go first: on a fresh machine only one worker then converts SmolLM2 (``prepare_model`` locks it) while the other
+    computes, instead of both converting it at once."""
+
+    def rank(item: pytest.Item) -> tuple[int, bool]:
+        if item.get_closest_marker("vllm"):
+            return 0, "smollm2_path" in getattr(item, "fixturenames", ())
+        return (1 if item.get_closest_marker("slow") else 2), False
+
+    items.sort(key=rank)
 
 
 def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
