@@ -22,7 +22,7 @@ def demet_scenarios(prompts: Sequence[Mapping[str, Any]]) -> dict[int, str]:
 
 def demet_prompts(opts: DataOptions, dataset: str) -> list[dict[str, Any]]:
     ds = load(dataset, "prompts", opts)
-    return list(ds[next(iter(ds))])
+    return ds[next(iter(ds))].to_list()
 
 
 def demet_retellings(opts: DataOptions) -> list[tuple[int, int, float]]:

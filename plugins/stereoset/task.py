@@ -83,7 +83,7 @@ DOC_FEATURES = datasets.Features(
 def to_docs(rows: datasets.Dataset, part: str, instruction: str = "") -> list[dict[str, Any]]:
     """Dataset rows of one config -> task documents (see the module docstring)."""
     docs = []
-    for r in rows:
+    for r in rows.to_list():  # decoded at once: row by row, datasets' per-row formatting was most of the load time
         if part == "intrasentence":
             prompt, sep = instruction, (" " if instruction else "")
             choices = [sep + r[c]["filled"] for c in COLUMNS]
