@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+import datasets
 from lm_eval.api.task import ConfigurableTask
 
 SWITCH = "breakdown"
@@ -139,6 +140,12 @@ class BreakdownTask(ConfigurableTask):
         for name, fn in self._aggregation_list.items():
             if callable(fn):
                 self._aggregation_list[name] = bind(fn, name, self.settings, self.config.task or "")
+
+    def fewshot_docs(self) -> Any:
+        """lm-eval lists the few-shot pool when it builds a task, even for zero shots: an Arrow split decoded at once
+        (``to_list``) instead of row by row (demet_gpt4's load 0.43 -> about 0.1 s; the same dicts)."""
+        docs = super().fewshot_docs()
+        return docs.to_list() if isinstance(docs, datasets.Dataset) else docs
 
     def process_results(self, doc: dict, results: list) -> dict[str, Any]:
         fn = self.config.process_results
