@@ -7,6 +7,7 @@
 #   bash benchmarks/fresh_machine.sh                 # both commands
 #   bash benchmarks/fresh_machine.sh test            # only the suite (its own set-up then runs from scratch)
 #   KEEP=1 bash benchmarks/fresh_machine.sh          # keep the temporary folder (its path is printed)
+#   WARM=1 bash benchmarks/fresh_machine.sh          # then each command once more in the same clone and home (warm)
 # The CPU, cores and date are printed with the figures; run it on an otherwise idle machine.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,19 +25,23 @@ unset BIAS_HARNESS_RAW_DIR BIAS_HARNESS_TEST_RAW_DIR VIRTUAL_ENV
 echo "fresh machine: $(date -u +%FT%TZ), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "clone: $TMP/main (commit $(git -C "$TMP/main" rev-parse --short HEAD))"
 declare -A TOTAL
-for stage in "${STAGES[@]}"; do
+RUNS=("${STAGES[@]}")
+[ "${WARM:-0}" = 1 ] && RUNS+=("${STAGES[@]/%/:warm}")
+for run in "${RUNS[@]}"; do
+  stage=${run%:warm}
   case $stage in
     demo) cmd=(bash scripts/demo.sh) ;;
     test) cmd=(env CI=true BIAS_HARNESS_TEST_TIMELINE="$TMP/timeline.jsonl" bash .ci/run) ;;
     *) echo "stage must be demo or test, not $stage" >&2; exit 2 ;;
   esac
-  log=$TMP/$stage.log
+  log=$TMP/${run/:/-}.log
+  rm -f "$TMP/timeline.jsonl"
   start=$(date +%s)
   rc=0
   (cd "$TMP/main" && "${cmd[@]}") >"$log" 2>&1 || rc=$?
-  TOTAL[$stage]=$(($(date +%s) - start))
+  TOTAL[$run]=$(($(date +%s) - start))
   echo
-  echo "=== $stage: ${cmd[*]}: exit $rc in ${TOTAL[$stage]} s"
+  echo "=== $run: ${cmd[*]}: exit $rc in ${TOTAL[$run]} s"
   grep -E "^== stage " "$log" || true
   if [ "$stage" = test ]; then
     sed -n '/slowest .* durations/,/^$/p' "$log" | head -18
@@ -49,4 +54,4 @@ for stage in "${STAGES[@]}"; do
   fi
 done
 echo
-for stage in "${STAGES[@]}"; do echo "$stage: ${TOTAL[$stage]} s"; done
+for run in "${RUNS[@]}"; do echo "$run: ${TOTAL[$run]} s"; done
