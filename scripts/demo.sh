@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job, from a fresh checkout: set up, build the datasets of the five works from the authors' raw files (on
 # first use), prepare the packaged SmolLM2-135M-Instruct, evaluate one task of every work on a subset sized to show
-# a real number with its CI, and write the combined report. On a 2-core CPU with --model hf: about 5.5 minutes from a
+# a real number with its CI, and write the combined report. On a 2-core CPU with --model hf: about 5 minutes from a
 # fresh clone (measured; README).
 #   bash scripts/demo.sh                 # OUT=runs/demo, report in runs/demo/report/README.md
 #   BACKEND=vllm bash scripts/demo.sh    # force a backend (auto: vllm when `import vllm` works AND a GPU is there, else hf:
