@@ -26,8 +26,6 @@ def read(path: str) -> dict[str, list[tuple[float, float, str]]]:
                 started[key] = row["t"]
             elif key in started:
                 runs[row["worker"]].append((started.pop(key), row["t"], row["test"]))
-    if len(runs) > 1:  # pytest-xdist's controller reports every worker's tests again
-        runs.pop("main", None)
     return {w: sorted(r) for w, r in sorted(runs.items())}
 
 

@@ -58,6 +58,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "browser: drives headless Chromium with Playwright (CI fails if these are skipped)"
     )
+    global _TIMELINE
+    # the timeline is written where tests run: pytest-xdist's controller reports every worker's tests again
+    controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+    _TIMELINE = None if controller else os.environ.get("BIAS_HARNESS_TEST_TIMELINE")
 
 
 def _vllm_required() -> bool:
@@ -104,11 +108,13 @@ def pytest_runtest_logfinish(nodeid: str, location: tuple) -> None:
     _timeline("end", nodeid)
 
 
+_TIMELINE: str | None = None  # set by pytest_configure
+
+
 def _timeline(event: str, nodeid: str) -> None:
     """``BIAS_HARNESS_TEST_TIMELINE=FILE``: one JSON line per test start and end, with the worker (read by
     benchmarks/test_timeline.py: each worker's busy and idle time, what ran last)."""
-    path = os.environ.get("BIAS_HARNESS_TEST_TIMELINE")
-    if path:
+    if _TIMELINE:
         import json
         import time
 
@@ -118,7 +124,7 @@ def _timeline(event: str, nodeid: str) -> None:
             "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
             "test": nodeid,
         }
-        with open(path, "a") as f:
+        with open(_TIMELINE, "a") as f:
             f.write(json.dumps(line) + "\n")
 
 
